@@ -1,0 +1,295 @@
+"""Index builder: exact per-page bounds, null counts and boundary order for one column chunk.
+
+Input is the chunk's defined values (decoded by Arrow) and per-page counts; output is the
+ColumnIndex and OffsetIndex as Thrift structs. All per-value work is vectorized.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .column_order import Kind, Order
+from .page_levels import PageLevels
+from .page_walk import ChunkPages
+from .schema import PT, Leaf
+from .thrift import Field, Struct, T, TList
+from .truncation import truncate_max, truncate_min
+
+UNORDERED, ASCENDING, DESCENDING = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Per-page encoded min/max (None on null pages) and, for total-order floats, NaN counts."""
+
+    mins: tuple[bytes | None, ...]
+    maxs: tuple[bytes | None, ...]
+    keys_min: tuple  # comparable keys of the stored bounds (for boundary order)
+    keys_max: tuple
+    nan_counts: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a chunk gets no ColumnIndex."""
+
+    reason: str
+
+
+def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | None) -> Struct:
+    first_rows = np.concatenate(([0], np.cumsum(levels.rows)[:-1])) if len(levels.rows) else []
+    locations = tuple(
+        Struct((
+            Field(1, T.I64, p.offset),
+            Field(2, T.I32, p.size),
+            Field(3, T.I64, int(first)),
+        ))
+        for p, first in zip(pages.pages, first_rows)
+    )
+    fields = [Field(1, T.LIST, TList(T.STRUCT, locations))]
+    if unencoded is not None:
+        fields.append(Field(2, T.LIST, TList(T.I64, tuple(int(x) for x in unencoded))))
+    return Struct(tuple(fields))
+
+
+def unencoded_bytes(values: pa.ChunkedArray, defined: np.ndarray) -> np.ndarray:
+    """Per page, the bytes of BYTE_ARRAY values without length prefixes or encoding."""
+    lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+    cum = np.concatenate(([0], np.cumsum(lengths)))
+    ends = np.cumsum(defined)
+    return cum[ends] - cum[ends - defined]
+
+
+def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.ChunkedArray,
+                 truncate_length: int) -> Struct | Refusal:
+    bounds = page_bounds(leaf, order, values, levels.defined, truncate_length)
+    if isinstance(bounds, Refusal):
+        return bounds
+    null_pages = tuple(bool(d == 0) for d in levels.defined)
+    fields = [
+        Field(1, T.LIST, TList(T.TRUE, null_pages)),
+        Field(2, T.LIST, TList(T.BINARY, tuple(m or b"" for m in bounds.mins))),
+        Field(3, T.LIST, TList(T.BINARY, tuple(m or b"" for m in bounds.maxs))),
+        Field(4, T.I32, boundary_order(bounds)),
+        Field(5, T.LIST, TList(T.I64, tuple(int(n) for n in levels.nulls))),
+    ]
+    if levels.rep_histograms is not None:
+        fields.append(Field(6, T.LIST, TList(T.I64, tuple(int(x) for x in levels.rep_histograms.ravel()))))
+    if levels.def_histograms is not None:
+        fields.append(Field(7, T.LIST, TList(T.I64, tuple(int(x) for x in levels.def_histograms.ravel()))))
+    if bounds.nan_counts is not None:
+        fields.append(Field(8, T.LIST, TList(T.I64, bounds.nan_counts)))
+    return Struct(tuple(fields))
+
+
+def boundary_order(bounds: Bounds) -> int:
+    pairs = [(lo, hi) for lo, hi, m in zip(bounds.keys_min, bounds.keys_max, bounds.mins) if m is not None]
+    if all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(pairs, pairs[1:])):
+        return ASCENDING
+    if all(a[0] >= b[0] and a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):
+        return DESCENDING
+    return UNORDERED
+
+
+def page_bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray,
+                truncate_length: int) -> Bounds | Refusal:
+    if len(values) != int(defined.sum()):
+        raise ValueError("value count does not match the defined-level counts")
+    kind = order.kind
+    if kind in (Kind.SIGNED, Kind.UNSIGNED, Kind.BOOLEAN):
+        return _integer_bounds(leaf, kind, values, defined)
+    if kind is Kind.FLOAT:
+        return _float_bounds(leaf, order, values, defined)
+    if kind is Kind.DECIMAL_BYTES:
+        return _decimal_bytes_bounds(leaf, values, defined)
+    return _bytes_bounds(order, values, defined, truncate_length)
+
+
+def _segments(defined: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start offsets of the non-empty pages' value runs, and which pages those are."""
+    starts = np.concatenate(([0], np.cumsum(defined)[:-1])).astype(np.int64)
+    nonempty = np.flatnonzero(defined > 0)
+    return starts[nonempty], nonempty
+
+
+def _spread(n: int, pages: np.ndarray, found: list) -> list:
+    out: list = [None] * n
+    for page, value in zip(pages, found):
+        out[page] = value
+    return out
+
+
+def _fixed_width(values: pa.ChunkedArray, width: int) -> np.ndarray:
+    """The raw fixed-width value bytes of a primitive or fixed-size-binary column, as uint8."""
+    parts = [np.frombuffer(c.buffers()[1], dtype=np.uint8)[c.offset * width : (c.offset + len(c)) * width]
+             for c in values.chunks if len(c)]
+    if not parts:
+        return np.zeros(0, dtype=np.uint8)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _integer_bounds(leaf: Leaf, kind: Kind, values: pa.ChunkedArray, defined: np.ndarray) -> Bounds:
+    n = len(defined)
+    if leaf.physical_type == PT.BOOLEAN:
+        arr = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.uint8)
+        width, dtype = 1, np.uint8
+    else:
+        width = 4 if leaf.physical_type == PT.INT32 else 8
+        dtype = {(4, Kind.SIGNED): "<i4", (8, Kind.SIGNED): "<i8",
+                 (4, Kind.UNSIGNED): "<u4", (8, Kind.UNSIGNED): "<u8"}[(width, kind)]
+        arr = _fixed_width(values, width).view(dtype)
+    starts, pages = _segments(defined)
+    if len(starts) == 0:
+        return Bounds((None,) * n, (None,) * n, (None,) * n, (None,) * n, None)
+    lo = np.minimum.reduceat(arr, starts)
+    hi = np.maximum.reduceat(arr, starts)
+    enc = (lambda v: v.astype(dtype).tobytes()) if width > 1 else (lambda v: v.tobytes())
+    lo_b = [enc(lo[i : i + 1]) for i in range(len(lo))]
+    hi_b = [enc(hi[i : i + 1]) for i in range(len(hi))]
+    return Bounds(tuple(_spread(n, pages, lo_b)), tuple(_spread(n, pages, hi_b)),
+                  tuple(_spread(n, pages, lo.tolist())), tuple(_spread(n, pages, hi.tolist())), None)
+
+
+_FLOAT_DTYPES = {PT.FLOAT: ("<f4", "<i4", 32), PT.DOUBLE: ("<f8", "<i8", 64),
+                 PT.FIXED_LEN_BYTE_ARRAY: ("<f2", "<i2", 16)}
+
+
+def _float_bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray) -> Bounds | Refusal:
+    fdtype, idtype, bits = _FLOAT_DTYPES[leaf.physical_type]
+    raw = _fixed_width(values, bits // 8)
+    floats = raw.view(fdtype)
+    nan = np.isnan(floats)
+    n = len(defined)
+    if not order.total_order and nan.any():
+        return Refusal("chunk holds NaN: bounds under TYPE_ORDER would hide those rows")
+    ints = raw.view(idtype).astype(np.int64)
+    # IEEE 754 totalOrder as a signed integer: flip the magnitude bits of negative numbers.
+    key = np.where(ints < 0, ints ^ ((1 << (bits - 1)) - 1), ints)
+    starts, pages = _segments(defined)
+    ends = np.append(starts[1:], len(key)) if len(starts) else starts
+    lo_b, hi_b, lo_k, hi_k = [], [], [], []
+    nan_counts = None
+    if order.total_order:
+        cum_nan = np.concatenate(([0], np.cumsum(nan)))
+        bounds_all = np.concatenate(([0], np.cumsum(defined)))
+        nan_counts = tuple(int(x) for x in cum_nan[bounds_all[1:]] - cum_nan[bounds_all[:-1]])
+        # Pages with numbers bound the numbers only; all-NaN pages bound their NaNs.
+        masked = np.where(nan, np.iinfo(np.int64).max, key)
+        lo_key = np.minimum.reduceat(masked, starts) if len(starts) else masked[:0]
+        masked = np.where(nan, np.iinfo(np.int64).min, key)
+        hi_key = np.maximum.reduceat(masked, starts) if len(starts) else masked[:0]
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            if lo_key[i] == np.iinfo(np.int64).max:
+                lo_key[i] = key[s:e].min()
+                hi_key[i] = key[s:e].max()
+    else:
+        lo_key = np.minimum.reduceat(key, starts) if len(starts) else key[:0]
+        hi_key = np.maximum.reduceat(key, starts) if len(starts) else key[:0]
+    for lo, hi in zip(lo_key.tolist(), hi_key.tolist()):
+        lo_f, hi_f = _key_to_bytes(lo, idtype, bits), _key_to_bytes(hi, idtype, bits)
+        if not order.total_order:
+            # TYPE_ORDER: zero bounds are written as -0.0 (min) and +0.0 (max).
+            if _is_zero(lo_f, fdtype):
+                lo_f, lo = np.array([-0.0], fdtype).tobytes(), _zero_key(True, bits)
+            if _is_zero(hi_f, fdtype):
+                hi_f, hi = np.array([0.0], fdtype).tobytes(), _zero_key(False, bits)
+        lo_b.append(lo_f)
+        hi_b.append(hi_f)
+        lo_k.append(lo)
+        hi_k.append(hi)
+    return Bounds(tuple(_spread(n, pages, lo_b)), tuple(_spread(n, pages, hi_b)),
+                  tuple(_spread(n, pages, lo_k)), tuple(_spread(n, pages, hi_k)), nan_counts)
+
+
+def _key_to_bytes(key: int, idtype: str, bits: int) -> bytes:
+    raw = key ^ ((1 << (bits - 1)) - 1) if key < 0 else key
+    return np.array([raw], dtype=np.int64).astype(idtype).tobytes()
+
+
+def _is_zero(b: bytes, fdtype: str) -> bool:
+    return bool(np.frombuffer(b, dtype=fdtype)[0] == 0)
+
+
+def _zero_key(negative: bool, bits: int) -> int:
+    return -1 if negative else 0
+
+
+def _decimal_bytes_bounds(leaf: Leaf, values: pa.ChunkedArray, defined: np.ndarray) -> Bounds:
+    """Big-endian two's complement values, compared as integers: sign-extend every value to one
+    width and flip its sign bit, so unsigned byte order equals numeric order."""
+    n = len(defined)
+    if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        width = leaf.type_length
+        keys = _fixed_width(values, width).reshape(-1, width).copy()
+    else:
+        keys, width = _sign_extend(values.combine_chunks())
+    keys[:, 0] ^= 0x80
+    key_array = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(keys), [None, pa.py_buffer(keys.tobytes())])
+    lo, hi, pages = _grouped_min_max(key_array, defined)
+    lo_i = [_signed_int(v) for v in lo]
+    hi_i = [_signed_int(v) for v in hi]
+    if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        encode = lambda v: v.to_bytes(width, "big", signed=True)  # noqa: E731
+    else:
+        encode = lambda v: v.to_bytes(v.bit_length() // 8 + 1, "big", signed=True)  # noqa: E731
+    return Bounds(tuple(_spread(n, pages, [encode(v) for v in lo_i])),
+                  tuple(_spread(n, pages, [encode(v) for v in hi_i])),
+                  tuple(_spread(n, pages, lo_i)), tuple(_spread(n, pages, hi_i)), None)
+
+
+def _signed_int(flipped: bytes) -> int:
+    return int.from_bytes(bytes([flipped[0] ^ 0x80]) + flipped[1:], "big", signed=True)
+
+
+def _sign_extend(values: pa.Array) -> tuple[np.ndarray, int]:
+    """BYTE_ARRAY values right-aligned into a (n, width) uint8 matrix, sign-extended."""
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset : values.offset + len(values) + 1]
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8) if values.buffers()[2] else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets).astype(np.int64)
+    width = max(int(lengths.max()) if len(lengths) else 1, 1)
+    first = data[offsets[:-1][lengths > 0]] if len(data) else np.zeros(0, np.uint8)
+    negative = np.zeros(len(lengths), dtype=bool)
+    negative[lengths > 0] = first >= 0x80
+    out = np.where(negative[:, None], np.uint8(0xFF), np.uint8(0)).astype(np.uint8)
+    out = np.broadcast_to(out, (len(lengths), width)).copy()
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[rows, width - lengths[rows] + within] = data[offsets[0] : offsets[-1]]
+    return out, width
+
+
+def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray) -> tuple[list, list, list]:
+    """Per non-empty page, the min and max value under Arrow's (unsigned byte-wise) order.
+
+    Aggregated one Arrow chunk at a time (a column can exceed what one aggregation holds), then
+    merged: a page split across chunks takes the min of mins and the max of maxes."""
+    page_ids = np.repeat(np.arange(len(defined), dtype=np.int32), defined)
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    merged: dict[int, list] = {}
+    pos = 0
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        table = pa.table({"p": page_ids[pos : pos + len(chunk)], "v": chunk})
+        pos += len(chunk)
+        agg = table.group_by("p", use_threads=False).aggregate([("v", "min_max")])
+        mm = agg.column("v_min_max").combine_chunks()
+        for page, lo, hi in zip(agg.column("p").to_pylist(), mm.field("min").to_pylist(),
+                                mm.field("max").to_pylist()):
+            seen = merged.get(page)
+            merged[page] = [lo, hi] if seen is None else [min(seen[0], lo), max(seen[1], hi)]
+    pages = sorted(merged)
+    return [merged[p][0] for p in pages], [merged[p][1] for p in pages], pages
+
+
+def _bytes_bounds(order: Order, values: pa.ChunkedArray, defined: np.ndarray, truncate_length: int) -> Bounds:
+    n = len(defined)
+    lo, hi, pages = _grouped_min_max(values, defined)
+    if order.truncatable:
+        lo = [truncate_min(v, truncate_length, True) for v in lo]
+        hi = [truncate_max(v, truncate_length, True) for v in hi]
+    lo_s, hi_s = _spread(n, pages, lo), _spread(n, pages, hi)
+    return Bounds(tuple(lo_s), tuple(hi_s), tuple(lo_s), tuple(hi_s), None)

@@ -1,0 +1,114 @@
+"""Per-page level facts of a chunk: rows, nulls, defined values and level histograms.
+
+Flat columns get them from page headers and value validity; nested ones decode their levels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .compression import decompress
+from .errors import MalformedFileError
+from .footer import ChunkMeta
+from .levels import read_v1_levels, read_v2_levels
+from .page_walk import DATA_PAGE_V2, ChunkPages, Page
+
+
+@dataclass(frozen=True)
+class PageLevels:
+    """Per data page counts, as numpy int64 arrays of length = number of pages."""
+
+    rows: np.ndarray
+    nulls: np.ndarray | None  # None until known (flat columns learn it from the values)
+    defined: np.ndarray | None
+    def_histograms: np.ndarray | None  # pages x (max_def + 1)
+    rep_histograms: np.ndarray | None  # pages x (max_rep + 1)
+    split_record_page: int | None  # first page not starting at a row boundary
+
+
+def needs_level_decoding(chunk: ChunkMeta) -> bool:
+    """Flat leaves (max_def <= 1, no repetition) can be counted without decoding levels."""
+    return chunk.leaf.max_rep > 0 or chunk.leaf.max_def > 1
+
+
+def flat_levels(pages: ChunkPages) -> PageLevels:
+    """Rows per page of a non-repeated leaf: v1 pages hold one value per row, v2 say so."""
+    rows = []
+    for page in pages.pages:
+        if page.kind == DATA_PAGE_V2 and page.num_rows != page.num_values:
+            raise MalformedFileError(
+                f"v2 page of a flat column has {page.num_rows} rows but {page.num_values} values",
+                offset=page.offset,
+            )
+        rows.append(page.num_values)
+    return PageLevels(np.array(rows, dtype=np.int64), None, None, None, None, None)
+
+
+def flat_counts(levels: PageLevels, array: pa.ChunkedArray, max_def: int) -> PageLevels:
+    """Fill in nulls, defined counts and the def histogram of a flat leaf from its values."""
+    bounds = np.concatenate(([0], np.cumsum(levels.rows)))
+    if array.null_count:
+        valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
+        cum = np.concatenate(([0], np.cumsum(valid)))
+        defined = cum[bounds[1:]] - cum[bounds[:-1]]
+    else:
+        defined = levels.rows.copy()
+    nulls = levels.rows - defined
+    hist = np.stack([nulls, defined], axis=1) if max_def == 1 else None
+    return PageLevels(levels.rows, nulls, defined, hist, None, None)
+
+
+def nested_levels(chunk: ChunkMeta, pages: ChunkPages) -> PageLevels:
+    """Decode each page's levels to count rows, nulls and defined values exactly."""
+    leaf = chunk.leaf
+    rows, nulls, defined, def_h, rep_h = [], [], [], [], []
+    split = None
+    for i, page in enumerate(pages.pages):
+        rep, dfn = _page_levels(chunk, pages, page)
+        if leaf.max_rep > 0:
+            starts = int(np.count_nonzero(rep == 0))
+            if page.num_values and rep[0] != 0 and split is None:
+                split = i
+            if page.kind == DATA_PAGE_V2 and page.num_rows != starts:
+                raise MalformedFileError(
+                    f"v2 page says {page.num_rows} rows but its levels start {starts}",
+                    offset=page.offset,
+                )
+        else:
+            starts = page.num_values
+        full = int(np.count_nonzero(dfn == leaf.max_def))
+        rows.append(starts)
+        defined.append(full)
+        nulls.append(page.num_values - full)
+        def_h.append(np.bincount(dfn, minlength=leaf.max_def + 1)[: leaf.max_def + 1])
+        rep_h.append(np.bincount(rep, minlength=leaf.max_rep + 1)[: leaf.max_rep + 1])
+    n = len(pages.pages)
+    return PageLevels(
+        np.array(rows, dtype=np.int64),
+        np.array(nulls, dtype=np.int64),
+        np.array(defined, dtype=np.int64),
+        np.array(def_h, dtype=np.int64).reshape(n, leaf.max_def + 1) if leaf.max_def else None,
+        np.array(rep_h, dtype=np.int64).reshape(n, leaf.max_rep + 1) if leaf.max_rep else None,
+        split,
+    )
+
+
+def _page_levels(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> tuple[np.ndarray, np.ndarray]:
+    leaf, count = chunk.leaf, page.num_values
+    try:
+        if page.kind == DATA_PAGE_V2:
+            body = pages.body(page)
+            rep = read_v2_levels(body[: page.rep_levels_size], leaf.max_rep, count)
+            dfn = read_v2_levels(
+                body[page.rep_levels_size : page.rep_levels_size + page.def_levels_size],
+                leaf.max_def, count,
+            )
+            return rep, dfn
+        body = decompress(chunk.codec, pages.body(page), page.uncompressed_size)
+        rep, pos = read_v1_levels(body, 0, leaf.max_rep, count)
+        dfn, _ = read_v1_levels(body, pos, leaf.max_def, count)
+        return rep, dfn
+    except MalformedFileError as err:
+        raise err.located(offset=page.offset) from None

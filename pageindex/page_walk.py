@@ -1,0 +1,193 @@
+"""Page walk: read a column chunk and list its pages from the page headers, validating each one.
+
+Handles writer quirks (dictionary offset 0, undersized chunk metadata) and verifies page CRCs.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from .errors import MalformedFileError, PageIndexError, ThriftTruncatedError
+from .footer import ChunkMeta
+from .storage import Source
+from .thrift import Struct, decode_struct
+
+DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
+# One page may not claim more than this many uncompressed bytes (guards allocation).
+MAX_PAGE_BYTES = 1 << 31
+
+
+class PH:
+    """PageHeader and nested header field ids."""
+
+    TYPE, UNCOMPRESSED, COMPRESSED, CRC = 1, 2, 3, 4
+    DATA_V1, DICT, DATA_V2 = 5, 7, 8
+    V1_NUM_VALUES, V1_ENCODING, V1_STATS = 1, 2, 5
+    V2_NUM_VALUES, V2_NUM_NULLS, V2_NUM_ROWS, V2_ENCODING = 1, 2, 3, 4
+    V2_DEF_LEN, V2_REP_LEN, V2_IS_COMPRESSED, V2_STATS = 5, 6, 7, 8
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a chunk: where it is and what its header says."""
+
+    kind: int
+    offset: int  # absolute file offset of the page header
+    header_size: int
+    compressed_size: int
+    uncompressed_size: int
+    num_values: int  # level entries (data pages) or dictionary entries
+    num_rows: int | None  # v2 only
+    num_nulls: int | None  # v2 only
+    def_levels_size: int  # v2 only: bytes of definition levels, stored uncompressed
+    rep_levels_size: int
+    is_compressed: bool
+    header: Struct
+
+    @property
+    def size(self) -> int:
+        return self.header_size + self.compressed_size
+
+    @property
+    def is_data(self) -> bool:
+        return self.kind in (DATA_PAGE, DATA_PAGE_V2)
+
+
+@dataclass(frozen=True)
+class ChunkPages:
+    """A chunk's bytes and the pages found in them."""
+
+    start: int  # absolute file offset of `data[0]`
+    data: bytes
+    dictionary: Page | None
+    pages: tuple[Page, ...]  # data pages in file order
+    metadata_too_small: bool  # pages ran past total_compressed_size (writer quirk)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.data)
+
+    def body(self, page: Page) -> memoryview:
+        begin = page.offset - self.start + page.header_size
+        return memoryview(self.data)[begin : begin + page.compressed_size]
+
+    def raw(self, page: Page) -> memoryview:
+        begin = page.offset - self.start
+        return memoryview(self.data)[begin : begin + page.size]
+
+
+def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = True) -> ChunkPages:
+    """Read `chunk` and walk its pages; `limit` is the first byte that cannot belong to it."""
+    try:
+        return _walk(source, chunk, limit, verify_crc)
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+
+
+def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> ChunkPages:
+    start = chunk.start
+    if chunk.num_values == 0:
+        return ChunkPages(start, b"", None, (), False)
+    if not 4 <= start < limit:
+        raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
+    declared_end = min(start + chunk.total_compressed_size, limit)
+    data = bytearray(source.read(start, declared_end - start))
+    pos = 0
+    values = 0
+    dictionary: Page | None = None
+    pages: list[Page] = []
+    while values < chunk.num_values:
+        page, data = _next_page(source, data, start, pos, limit)
+        end = pos + page.size
+        if end > len(data):
+            data += source.read(start + len(data), end - len(data))
+        if verify_crc:
+            _check_crc(page, memoryview(data)[pos + page.header_size : end])
+        if page.kind == DICTIONARY_PAGE:
+            if pages or dictionary is not None:
+                raise MalformedFileError("dictionary page after the first page", offset=page.offset)
+            dictionary = page
+        elif page.is_data:
+            values += page.num_values
+            pages.append(page)
+        pos = end
+    if values != chunk.num_values:
+        raise MalformedFileError(
+            f"pages hold {values} values but the chunk metadata says {chunk.num_values}"
+        )
+    too_small = pos > chunk.total_compressed_size
+    return ChunkPages(start, bytes(data[:pos]), dictionary, tuple(pages), too_small)
+
+
+def _next_page(
+    source: Source, data: bytearray, start: int, pos: int, limit: int
+) -> tuple[Page, bytearray]:
+    """Decode the header at data[pos], reading further bytes if the header runs past them."""
+    window = 1 << 16
+    while True:
+        if pos >= len(data) and start + len(data) >= limit:
+            raise MalformedFileError("chunk ends before all its values were read",
+                                     offset=start + pos)
+        try:
+            header, end = decode_struct(data, pos)
+            break
+        except ThriftTruncatedError:
+            if start + len(data) >= limit:
+                raise MalformedFileError("page header runs past the chunk's region",
+                                         offset=start + pos) from None
+            more = min(window, limit - start - len(data))
+            data += source.read(start + len(data), more)
+            window *= 4
+        except PageIndexError as err:
+            raise MalformedFileError(f"bad page header: {err.reason}", offset=start + pos) from None
+    page = _page(header, start + pos, end - pos)
+    if page.offset + page.size > limit:
+        raise MalformedFileError(
+            f"page of {page.compressed_size} bytes runs past the chunk's region", offset=page.offset
+        )
+    return page, data
+
+
+def _int(s: Struct | None, field_id: int, what: str, offset: int, lo: int = 0,
+         hi: int = MAX_PAGE_BYTES) -> int:
+    value = s.get(field_id) if s is not None else None
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise MalformedFileError(f"page header {what} is missing or invalid ({value})", offset=offset)
+    return value
+
+
+def _page(header: Struct, offset: int, header_size: int) -> Page:
+    kind = _int(header, PH.TYPE, "type", offset, 0, 3)
+    compressed = _int(header, PH.COMPRESSED, "compressed_page_size", offset)
+    uncompressed = _int(header, PH.UNCOMPRESSED, "uncompressed_page_size", offset)
+    num_rows = num_nulls = None
+    def_size = rep_size = 0
+    is_compressed = True
+    if kind == DATA_PAGE:
+        sub = header.get(PH.DATA_V1)
+        num_values = _int(sub, PH.V1_NUM_VALUES, "num_values", offset, 0, 1 << 31)
+    elif kind == DATA_PAGE_V2:
+        sub = header.get(PH.DATA_V2)
+        num_values = _int(sub, PH.V2_NUM_VALUES, "num_values", offset, 0, 1 << 31)
+        num_nulls = _int(sub, PH.V2_NUM_NULLS, "num_nulls", offset, 0, num_values)
+        num_rows = _int(sub, PH.V2_NUM_ROWS, "num_rows", offset, 0, num_values)
+        def_size = _int(sub, PH.V2_DEF_LEN, "definition_levels_byte_length", offset)
+        rep_size = _int(sub, PH.V2_REP_LEN, "repetition_levels_byte_length", offset)
+        if def_size + rep_size > compressed:
+            raise MalformedFileError("v2 level bytes exceed the page size", offset=offset)
+        is_compressed = sub.get(PH.V2_IS_COMPRESSED, True) is not False
+    elif kind == DICTIONARY_PAGE:
+        sub = header.get(PH.DICT)
+        num_values = _int(sub, 1, "dictionary num_values", offset, 0, 1 << 31)
+    else:
+        num_values = 0
+    return Page(kind, offset, header_size, compressed, uncompressed, num_values, num_rows,
+                num_nulls, def_size, rep_size, is_compressed, header)
+
+
+def _check_crc(page: Page, body: memoryview) -> None:
+    expected = page.header.get(PH.CRC)
+    if not isinstance(expected, int):
+        return
+    if zlib.crc32(body) != expected & 0xFFFFFFFF:
+        raise MalformedFileError("page CRC mismatch: the page bytes are corrupt", offset=page.offset)

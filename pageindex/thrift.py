@@ -1,0 +1,342 @@
+"""Thrift compact protocol codec: decodes any struct into a generic tree and encodes it back.
+
+Nothing is mapped onto a schema, so unknown fields and newer structures survive a round trip.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Iterator
+
+from .errors import ThriftDecodeError, ThriftTruncatedError
+
+MAX_DEPTH = 64
+
+
+class T(IntEnum):
+    """Compact-protocol type ids (booleans carry their value in the field header)."""
+
+    STOP = 0
+    TRUE = 1
+    FALSE = 2
+    BYTE = 3
+    I16 = 4
+    I32 = 5
+    I64 = 6
+    DOUBLE = 7
+    BINARY = 8
+    LIST = 9
+    SET = 10
+    MAP = 11
+    STRUCT = 12
+    UUID = 13
+
+
+BOOL = T.TRUE
+_INTS = (T.BYTE, T.I16, T.I32, T.I64)
+_INT_RANGES = {
+    T.BYTE: (-(1 << 7), (1 << 7) - 1),
+    T.I16: (-(1 << 15), (1 << 15) - 1),
+    T.I32: (-(1 << 31), (1 << 31) - 1),
+    T.I64: (-(1 << 63), (1 << 63) - 1),
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    id: int
+    type: T
+    value: Any
+
+
+@dataclass(frozen=True)
+class TList:
+    """A list (or set) value: its element type and items."""
+
+    elem_type: T
+    items: tuple
+    is_set: bool = False
+
+
+@dataclass(frozen=True)
+class TMap:
+    key_type: T
+    value_type: T
+    items: tuple  # of (key, value) pairs
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A decoded struct: its fields in the order they were read."""
+
+    fields: tuple[Field, ...] = ()
+
+    def get(self, field_id: int, default: Any = None) -> Any:
+        for f in self.fields:
+            if f.id == field_id:
+                return f.value
+        return default
+
+    def has(self, field_id: int) -> bool:
+        return any(f.id == field_id for f in self.fields)
+
+    def field_type(self, field_id: int) -> T | None:
+        for f in self.fields:
+            if f.id == field_id:
+                return f.type
+        return None
+
+    def set(self, field_id: int, ftype: T, value: Any) -> "Struct":
+        """A copy with the field replaced in place, or inserted in field-id order."""
+        new = Field(field_id, T.TRUE if ftype in (T.TRUE, T.FALSE) else ftype, value)
+        fields = list(self.fields)
+        for i, f in enumerate(fields):
+            if f.id == field_id:
+                fields[i] = new
+                return Struct(tuple(fields))
+        pos = len(fields)
+        for i, f in enumerate(fields):
+            if f.id > field_id:
+                pos = i
+                break
+        fields.insert(pos, new)
+        return Struct(tuple(fields))
+
+    def without(self, *field_ids: int) -> "Struct":
+        return Struct(tuple(f for f in self.fields if f.id not in field_ids))
+
+
+class _Reader:
+    """Cursor over a buffer; every read is bounds-checked against `end`."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes | bytearray | memoryview, pos: int, end: int) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.end = end
+
+    def _fail(self, reason: str) -> ThriftDecodeError:
+        return ThriftDecodeError(reason, offset=self.pos)
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise ThriftTruncatedError("thrift data ends early", offset=self.pos)
+        b = self.buf[self.pos]
+        self.pos += 1
+        return b
+
+    def varint(self, max_bytes: int = 10) -> int:
+        result = 0
+        shift = 0
+        for _ in range(max_bytes):
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+        raise self._fail("varint is too long")
+
+    def zigzag(self, ttype: T) -> int:
+        n = self.varint(3 if ttype == T.I16 else 5 if ttype == T.I32 else 10)
+        value = (n >> 1) ^ -(n & 1)
+        lo, hi = _INT_RANGES[ttype]
+        if not lo <= value <= hi:
+            raise self._fail(f"{ttype.name} value {value} out of range")
+        return value
+
+    def take(self, n: int) -> bytes:
+        if n < 0:
+            raise self._fail("negative length")
+        if n > self.end - self.pos:
+            raise ThriftTruncatedError(
+                f"length {n} exceeds the {self.end - self.pos} bytes left", offset=self.pos
+            )
+        out = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return out
+
+    def size(self, min_elem_bytes: int) -> int:
+        n = self.varint(5)
+        if n * min_elem_bytes > self.end - self.pos:
+            raise ThriftTruncatedError(
+                f"container of {n} elements cannot fit in {self.end - self.pos} bytes",
+                offset=self.pos,
+            )
+        return n
+
+    def value(self, ttype: T, depth: int, in_container: bool) -> Any:
+        if ttype in (T.TRUE, T.FALSE):
+            return self.byte() == 1 if in_container else ttype == T.TRUE
+        if ttype == T.BYTE:
+            b = self.byte()
+            return b - 256 if b > 127 else b
+        if ttype in _INTS:
+            return self.zigzag(ttype)
+        if ttype == T.DOUBLE:
+            return struct.unpack("<d", self.take(8))[0]
+        if ttype == T.BINARY:
+            return self.take(self.varint(5))
+        if ttype == T.UUID:
+            return self.take(16)
+        if depth >= MAX_DEPTH:
+            raise self._fail(f"nesting deeper than {MAX_DEPTH}")
+        if ttype == T.STRUCT:
+            return self.struct(depth + 1)
+        if ttype in (T.LIST, T.SET):
+            return self.list(ttype == T.SET, depth + 1)
+        if ttype == T.MAP:
+            return self.map(depth + 1)
+        raise self._fail(f"unknown thrift type {int(ttype)}")
+
+    def elem_type(self, nibble: int) -> T:
+        if nibble in (0, 14, 15):
+            raise self._fail(f"invalid element type {nibble}")
+        return T(nibble)
+
+    def list(self, is_set: bool, depth: int) -> TList:
+        header = self.byte()
+        etype = self.elem_type(header & 0x0F)
+        n = header >> 4
+        if n == 15:
+            n = self.size(1)
+        elif n > self.end - self.pos:
+            raise ThriftTruncatedError("list cannot fit in the bytes left", offset=self.pos)
+        if etype == T.FALSE:
+            etype = T.TRUE
+        items = tuple(self.value(etype, depth, True) for _ in range(n))
+        return TList(etype, items, is_set)
+
+    def map(self, depth: int) -> TMap:
+        n = self.size(2)
+        if n == 0:
+            return TMap(T.BINARY, T.BINARY, ())
+        kv = self.byte()
+        ktype, vtype = self.elem_type(kv >> 4), self.elem_type(kv & 0x0F)
+        items = tuple(
+            (self.value(ktype, depth, True), self.value(vtype, depth, True)) for _ in range(n)
+        )
+        return TMap(ktype, vtype, items)
+
+    def struct(self, depth: int) -> Struct:
+        fields = []
+        last_id = 0
+        while True:
+            header = self.byte()
+            ftype = header & 0x0F
+            if ftype == T.STOP:
+                return Struct(tuple(fields))
+            delta = header >> 4
+            field_id = last_id + delta if delta else self.zigzag(T.I16)
+            if ftype > T.UUID:
+                raise self._fail(f"invalid field type {ftype} for field {field_id}")
+            ttype = T(ftype)
+            value = self.value(ttype, depth, False)
+            fields.append(Field(field_id, T.TRUE if ttype == T.FALSE else ttype, value))
+            last_id = field_id
+
+
+def decode_struct(
+    buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
+) -> tuple[Struct, int]:
+    """Decode one struct starting at buf[pos]; return it and the position just after it."""
+    reader = _Reader(buf, pos, len(buf) if end is None else end)
+    return reader.struct(0), reader.pos
+
+
+class _Writer:
+    __slots__ = ("out",)
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def varint(self, n: int) -> None:
+        out = self.out
+        while n > 0x7F:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+
+    def zigzag(self, n: int) -> None:
+        self.varint((n << 1) ^ (n >> 63))
+
+    def value(self, ttype: T, value: Any, in_container: bool) -> None:
+        if ttype in (T.TRUE, T.FALSE):
+            if in_container:
+                self.out.append(1 if value else 2)
+        elif ttype == T.BYTE:
+            self.out.append(value & 0xFF)
+        elif ttype in _INTS:
+            self.zigzag(value)
+        elif ttype == T.DOUBLE:
+            self.out += struct.pack("<d", value)
+        elif ttype == T.BINARY:
+            data = value.encode() if isinstance(value, str) else value
+            self.varint(len(data))
+            self.out += data
+        elif ttype == T.UUID:
+            self.out += value
+        elif ttype == T.STRUCT:
+            self.struct(value)
+        elif ttype in (T.LIST, T.SET):
+            self.list(value)
+        elif ttype == T.MAP:
+            self.map(value)
+        else:
+            raise ValueError(f"cannot encode thrift type {ttype}")
+
+    def list(self, value: TList) -> None:
+        n = len(value.items)
+        etype = int(value.elem_type)
+        if n < 15:
+            self.out.append((n << 4) | etype)
+        else:
+            self.out.append(0xF0 | etype)
+            self.varint(n)
+        for item in value.items:
+            self.value(value.elem_type, item, True)
+
+    def map(self, value: TMap) -> None:
+        self.varint(len(value.items))
+        if value.items:
+            self.out.append((int(value.key_type) << 4) | int(value.value_type))
+        for k, v in value.items:
+            self.value(value.key_type, k, True)
+            self.value(value.value_type, v, True)
+
+    def struct(self, value: Struct) -> None:
+        last_id = 0
+        for f in value.fields:
+            ftype = (T.TRUE if f.value else T.FALSE) if f.type in (T.TRUE, T.FALSE) else f.type
+            delta = f.id - last_id
+            if 0 < delta <= 15:
+                self.out.append((delta << 4) | int(ftype))
+            else:
+                self.out.append(int(ftype))
+                self.zigzag(f.id)
+            self.value(ftype, f.value, False)
+            last_id = f.id
+        self.out.append(T.STOP)
+
+
+def encode_struct(value: Struct) -> bytes:
+    """Encode a struct in canonical compact form."""
+    writer = _Writer()
+    writer.struct(value)
+    return bytes(writer.out)
+
+
+def walk(value: Any) -> Iterator[Any]:
+    """Every value nested in `value`, depth first (for tests and diagnostics)."""
+    yield value
+    if isinstance(value, Struct):
+        for f in value.fields:
+            yield from walk(f.value)
+    elif isinstance(value, TList):
+        for item in value.items:
+            yield from walk(item)
+    elif isinstance(value, TMap):
+        for k, v in value.items:
+            yield from walk(k)
+            yield from walk(v)
