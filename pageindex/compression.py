@@ -31,14 +31,18 @@ def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> 
     if uncompressed_size < 0:
         raise MalformedFileError(f"negative uncompressed page size {uncompressed_size}")
     if codec == 0:
-        return _check_size(bytes(data), uncompressed_size, codec)
+        if len(data) != uncompressed_size:
+            raise MalformedFileError(
+                f"uncompressed page has {len(data)} bytes, header says {uncompressed_size}"
+            )
+        return bytes(data)
     if codec == 3:
         raise UnsupportedFileError("LZO compression is not supported")
     if codec not in (1, 2, 4, 5, 6, 7):
         raise UnsupportedFileError(f"unknown compression codec {codec}")
     if uncompressed_size == 0 and len(data) == 0:
-        # Some writers leave an empty section (e.g. v2 values of an all-null page) empty
-        # instead of compressing zero bytes; there is nothing to decode either way.
+        # An empty section (such as the v2 values of an all-null page) may be stored as zero
+        # bytes rather than as a compressed empty stream, which no codec would accept.
         return b""
     try:
         if codec == 1:
@@ -55,14 +59,6 @@ def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> 
         return _lz4_block(data, uncompressed_size)
     except (OSError, pa.ArrowException) as exc:
         raise MalformedFileError(f"{codec_name(codec)} decompression failed: {exc}") from exc
-
-
-def _check_size(result: bytes, expected: int, codec: int) -> bytes:
-    if len(result) != expected:
-        raise MalformedFileError(
-            f"{codec_name(codec)} page decompressed to {len(result)} bytes, header says {expected}"
-        )
-    return result
 
 
 def _snappy(data: bytes | memoryview, size: int) -> bytes:
@@ -90,9 +86,9 @@ def _stream(codec: str, data: bytes | memoryview, size: int) -> bytes:
     with pa.CompressedInputStream(pa.BufferReader(data), codec) as stream:
         result = stream.read(size + 1)
     if len(result) > size:
-        raise MalformedFileError(f"{codec} page decompresses to more than the {size} bytes declared")
+        raise MalformedFileError(f"{codec} page decompresses to more than {size} bytes")
     if len(result) < size:
-        raise MalformedFileError(f"{codec} page decompressed to {len(result)} bytes, header says {size}")
+        raise MalformedFileError(f"{codec} page decompressed to {len(result)} bytes, not {size}")
     return result
 
 
@@ -141,8 +137,9 @@ def _lz4_block(data: bytes | memoryview, size: int) -> bytes:
         )
         return _stream("lz4", frame, size)
     # Too big for a frame block. Decoding into size bytes proves the output is at most
-    # size; failing with size - 1 proves it is not shorter (LZ4 never writes past the end),
-    # barring blocks that break LZ4's end-of-block rules within their last 12 bytes.
+    # size; failing with size - 1 shows it is not shorter, as LZ4 never writes past the
+    # end. Only a malformed block that breaks LZ4's end-of-block margins (last 12 bytes)
+    # could still pass short; frames rule that out for blocks up to 4 MiB.
     codec = pa.Codec("lz4_raw")
     result = codec.decompress(data, size, asbytes=True)
     try:

@@ -106,13 +106,14 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
     except PageIndexError as err:
         offset = footer_start + err.offset if err.offset is not None else None
         raise MalformedFileError(f"footer: {err.reason}", path=path, offset=offset) from None
+    # Checked before the trailing bytes: a signed plaintext footer is followed by its signature.
+    if metadata.has(F.FMD_ENCRYPTION_ALGORITHM):
+        raise EncryptedFileError("plaintext footer with encrypted columns", path=path)
     if end != len(raw):
         raise MalformedFileError(
             f"footer has {len(raw) - end} trailing bytes after FileMetaData", path=path,
             offset=footer_start + end,
         )
-    if metadata.has(F.FMD_ENCRYPTION_ALGORITHM):
-        raise EncryptedFileError("plaintext footer with encrypted columns", path=path)
     try:
         leaves = leaves_of(metadata.get(F.FMD_SCHEMA))
     except PageIndexError as err:
@@ -200,8 +201,11 @@ def _chunk(
 
 def _index_location(cc: Struct, off_id: int, len_id: int, limit: int) -> tuple[int, int] | None:
     offset, length = cc.get(off_id), cc.get(len_id)
+    if offset is None and length is None:
+        return None
     if not isinstance(offset, int) or not isinstance(length, int):
-        return None
+        raise MalformedFileError("page index location has an offset or a length but not both")
     if offset < 4 or length <= 0 or offset + length > limit:
-        return None
+        raise MalformedFileError(
+            f"page index block [{offset}, {offset}+{length}) lies outside the data region")
     return offset, length

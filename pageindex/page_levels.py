@@ -69,8 +69,12 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages) -> PageLevels:
         rep, dfn = _page_levels(chunk, pages, page)
         if leaf.max_rep > 0:
             starts = int(np.count_nonzero(rep == 0))
-            if page.num_values and rep[0] != 0 and split is None:
-                split = i
+            if page.num_values and rep[0] != 0:
+                if i == 0:
+                    raise MalformedFileError(
+                        f"chunk starts with repetition level {rep[0]}, not at a record",
+                        offset=page.offset)
+                split = i if split is None else split
             if page.kind == DATA_PAGE_V2 and page.num_rows != starts:
                 raise MalformedFileError(
                     f"v2 page says {page.num_rows} rows but its levels start {starts}",

@@ -8,19 +8,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from . import __version__
-from .column_order import order_for
+from .chunk_scan import scan_chunk
+from .column_order import Order, order_for
 from .commit import commit
-from .errors import MalformedFileError, PageIndexError
+from .errors import MalformedFileError
 from .footer import F, ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
-from .page_levels import flat_counts, flat_levels, needs_level_decoding, nested_levels
-from .page_walk import walk_chunk
 from .schema import PT
 from .storage import Source, open_source, resolve
-from .values import decode_chunk, leaf_values
 from .writer import MARKER_KEY, ChunkIndexes, build_tail, marker_value
 
 TAIL_READ = 64 << 10
@@ -122,53 +118,39 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int
     if declared is not None and len(declared) != len(footer.leaves):
         raise MalformedFileError(
             f"{len(declared)} column orders for {len(footer.leaves)} columns", path=source.path)
-    created_by = footer.metadata.get(F.FMD_CREATED_BY)
     indexes, reports = [], []
     for rg, row in enumerate(footer.chunks):
         out_row = []
         for chunk in row:
             order = order_for(chunk.leaf, declared[chunk.column] if declared is not None else None)
-            try:
-                result, report = _chunk_indexes(source, footer, chunk, order, truncate_length,
-                                                created_by)
-            except PageIndexError as err:
-                raise err.located(path=source.path, row_group=rg, column=chunk.leaf.dotted) from None
+            result, report = _chunk_indexes(source, footer, chunk, order, truncate_length)
             out_row.append(result)
             reports.append(report)
         indexes.append(out_row)
     return indexes, reports
 
 
-def _chunk_indexes(source: Source, footer: Footer, chunk: ChunkMeta, order, truncate_length: int,
-                   created_by: bytes | None) -> tuple[ChunkIndexes, ChunkReport]:
+def _chunk_indexes(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,
+                   truncate_length: int) -> tuple[ChunkIndexes, ChunkReport]:
     leaf = chunk.leaf
-    pages = walk_chunk(source, chunk, footer.footer_start)
-    nested = needs_level_decoding(chunk)
-    levels = nested_levels(chunk, pages) if nested else flat_levels(pages)
-    report = lambda oi, ci, why: ChunkReport(chunk.row_group, leaf.dotted, len(pages.pages), oi, ci, why)  # noqa: E731
+    is_byte_array = leaf.physical_type == PT.BYTE_ARRAY
+    scan = scan_chunk(source, footer, chunk, decode=order.indexable or is_byte_array)
+    pages, levels = scan.pages, scan.levels
+
+    def report(oi: bool, ci: bool, why: str = "") -> ChunkReport:
+        return ChunkReport(chunk.row_group, leaf.dotted, len(pages.pages), oi, ci, why)
+
     if levels.split_record_page is not None:
         why = (f"page {levels.split_record_page} does not start at a row boundary "
                "(a record is split across pages), so no index can be valid")
         return ChunkIndexes(None, None), report(False, False, why)
-    rows = int(levels.rows.sum())
-    if rows != footer.row_group_rows[chunk.row_group]:
-        raise MalformedFileError(
-            f"pages hold {rows} rows but the row group has {footer.row_group_rows[chunk.row_group]}")
-    is_byte_array = leaf.physical_type == PT.BYTE_ARRAY
-    if not order.indexable and not is_byte_array:
+    if scan.values is None:
         return ChunkIndexes(None, offset_index(pages, levels, None)), report(True, False, order.reason)
-    array = decode_chunk(chunk, pages, rows, created_by)
-    if not nested:
-        levels = flat_counts(levels, array, leaf.max_def)
-    values = leaf_values(array)
-    if len(values) != int(levels.defined.sum()):
-        raise MalformedFileError(
-            f"decoded {len(values)} values but the levels define {int(levels.defined.sum())}")
-    unencoded = unencoded_bytes(values, levels.defined) if is_byte_array else None
+    unencoded = unencoded_bytes(scan.values, levels.defined) if is_byte_array else None
     oi = offset_index(pages, levels, unencoded)
     if not order.indexable:
         return ChunkIndexes(None, oi), report(True, False, order.reason)
-    ci = column_index(leaf, order, levels, values, truncate_length)
+    ci = column_index(leaf, order, levels, scan.values, truncate_length)
     if isinstance(ci, Refusal):
         return ChunkIndexes(None, oi), report(True, False, ci.reason)
-    return ChunkIndexes(ci, oi), report(True, True, "")
+    return ChunkIndexes(ci, oi), report(True, True)

@@ -1,0 +1,187 @@
+"""Verify: check a file's existing page index against its data, for indexes from any writer.
+
+Page locations must match the page walk, bounds must hold every value, null counts and
+boundary order must be exact, and pages must start at row boundaries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bounds import comparable
+from .chunk_scan import ChunkScan, scan_chunk
+from .column_order import Order, order_for
+from .footer import F, ChunkMeta, Footer
+from .index_builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
+from .page_index import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
+from .retrofit import read_footer
+from .schema import PT
+from .storage import Source, open_source
+
+NO_TRUNCATION = 1 << 62
+
+
+@dataclass(frozen=True)
+class Violation:
+    row_group: int
+    column: str
+    page: int | None
+    check: str
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"row group {self.row_group}, column {self.column}"
+        if self.page is not None:
+            where += f", page {self.page}"
+        return f"{where}: {self.check}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    path: str
+    chunks: int
+    chunks_with_offset_index: int
+    chunks_with_column_index: int
+    pages_checked: int
+    violations: tuple[Violation, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "ok": self.ok, "chunks": self.chunks,
+            "chunks_with_offset_index": self.chunks_with_offset_index,
+            "chunks_with_column_index": self.chunks_with_column_index,
+            "pages_checked": self.pages_checked,
+            "violations": [v.__dict__ for v in self.violations],
+        }
+
+
+def verify(path: str, filesystem: Any = None) -> VerifyResult:
+    with open_source(path, filesystem) as source:
+        footer = read_footer(source)
+        orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
+        violations: list[Violation] = []
+        pages = with_oi = with_ci = 0
+        for row in footer.chunks:
+            for chunk in row:
+                declared = orders.items[chunk.column] if orders is not None and chunk.column < len(orders.items) else None
+                oi = read_offset_index(source, chunk)
+                ci = read_column_index(source, chunk)
+                with_oi += oi is not None
+                with_ci += ci is not None
+                if oi is None and ci is None:
+                    continue
+                order = order_for(chunk.leaf, declared)
+                found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
+                violations += found
+                pages += checked
+        return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,
+                            pages, tuple(violations))
+
+
+def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,
+                  oi: OffsetIndexView | None, ci: ColumnIndexView | None) -> tuple[list[Violation], int]:
+    out: list[Violation] = []
+
+    def fail(page: int | None, check: str, detail: str) -> None:
+        out.append(Violation(chunk.row_group, chunk.leaf.dotted, page, check, detail))
+
+    decode = ci is not None or (oi is not None and oi.unencoded_byte_array_data_bytes is not None)
+    scan = scan_chunk(source, footer, chunk, decode=decode and order.indexable or
+                      (decode and chunk.leaf.physical_type == PT.BYTE_ARRAY))
+    split = scan.levels.split_record_page
+    if split is not None:
+        fail(split, "row boundary", "page does not start at a row boundary (record split across pages)")
+    if oi is not None:
+        _check_offset_index(scan, oi, fail)
+    if ci is not None:
+        if len(ci) != len(scan.pages.pages):
+            fail(None, "page count", f"ColumnIndex lists {len(ci)} pages, the chunk has {len(scan.pages.pages)}")
+        elif not order.indexable:
+            fail(None, "column order", f"ColumnIndex present but {order.reason}")
+        elif scan.values is not None:
+            _check_column_index(chunk, order, scan, ci, fail)
+    return out, len(scan.pages.pages)
+
+
+def _check_offset_index(scan: ChunkScan, oi: OffsetIndexView, fail) -> None:
+    walked = scan.pages.pages
+    if len(oi.pages) != len(walked):
+        fail(None, "page locations", f"OffsetIndex lists {len(oi.pages)} pages, the walk found {len(walked)}")
+        return
+    first_rows = np.concatenate(([0], np.cumsum(scan.levels.rows)[:-1])) if len(walked) else []
+    for i, (loc, page, first) in enumerate(zip(oi.pages, walked, first_rows)):
+        if loc.offset != page.offset or loc.compressed_page_size != page.size:
+            fail(i, "page location", f"index says offset {loc.offset} size {loc.compressed_page_size}, "
+                 f"page is at {page.offset} size {page.size}")
+        if loc.first_row_index != int(first):
+            fail(i, "first_row_index", f"index says {loc.first_row_index}, data says {int(first)}")
+    unencoded = oi.unencoded_byte_array_data_bytes
+    if unencoded is not None and scan.values is not None and scan.levels.defined is not None:
+        actual = unencoded_bytes(scan.values, scan.levels.defined)
+        for i, (said, real) in enumerate(zip(unencoded, actual)):
+            if said != int(real):
+                fail(i, "unencoded_byte_array_data_bytes", f"index says {said}, data has {int(real)}")
+
+
+def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: ColumnIndexView, fail) -> None:
+    leaf, levels = chunk.leaf, scan.levels
+    for i, (is_null, defined) in enumerate(zip(ci.null_pages, levels.defined)):
+        if bool(is_null) != (defined == 0):
+            fail(i, "null_pages", f"index says {'null' if is_null else 'not null'}, page has {int(defined)} values")
+    if ci.null_counts is not None:
+        for i, (said, real) in enumerate(zip(ci.null_counts, levels.nulls)):
+            if said != int(real):
+                fail(i, "null_counts", f"index says {said}, page has {int(real)}")
+    _check_histogram(ci.definition_level_histograms, levels.def_histograms, "definition_level_histograms", fail)
+    _check_histogram(ci.repetition_level_histograms, levels.rep_histograms, "repetition_level_histograms", fail)
+    actual = page_bounds(leaf, order, scan.values, levels.defined, NO_TRUNCATION)
+    if isinstance(actual, Refusal):
+        fail(None, "NaN", f"ColumnIndex present but {actual.reason}")
+        return
+    if actual.nan_counts is not None and ci.nan_counts is not None and tuple(ci.nan_counts) != actual.nan_counts:
+        fail(None, "nan_counts", f"index says {list(ci.nan_counts)}, data has {list(actual.nan_counts)}")
+    keyed = []
+    for i, (lo_raw, hi_raw, real_lo, real_hi) in enumerate(zip(ci.min_values, ci.max_values, actual.mins, actual.maxs)):
+        if real_lo is None or ci.null_pages[i]:
+            continue
+        lo, hi = comparable(leaf, order, lo_raw), comparable(leaf, order, hi_raw)
+        want_lo, want_hi = comparable(leaf, order, real_lo), comparable(leaf, order, real_hi)
+        if lo is None or hi is None:
+            fail(i, "bounds", "stored min or max cannot be decoded for this column type")
+            continue
+        if _nan(lo) or _nan(hi):
+            fail(i, "bounds", "stored bound is NaN under TYPE_ORDER")
+            continue
+        if lo > want_lo:
+            fail(i, "min", "stored min is above the page's smallest value")
+        if hi < want_hi:
+            fail(i, "max", "stored max is below the page's largest value")
+        keyed.append((i, lo, hi))
+    _check_boundary_order(ci.boundary_order, keyed, fail)
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def _check_histogram(said: tuple[int, ...] | None, real: np.ndarray | None, name: str, fail) -> None:
+    if said is None or real is None:
+        return
+    if tuple(said) != tuple(int(x) for x in real.ravel()):
+        fail(None, name, "histogram differs from the levels in the pages")
+
+
+def _check_boundary_order(order: int, keyed: list, fail) -> None:
+    if order not in (ASCENDING, DESCENDING):
+        return
+    for (i, lo_a, hi_a), (j, lo_b, hi_b) in zip(keyed, keyed[1:]):
+        ok = (lo_a <= lo_b and hi_a <= hi_b) if order == ASCENDING else (lo_a >= lo_b and hi_a >= hi_b)
+        if not ok:
+            name = "ASCENDING" if order == ASCENDING else "DESCENDING"
+            fail(j, "boundary_order", f"index declares {name} but page {j} breaks it against page {i}")

@@ -1,0 +1,475 @@
+"""Tests for pageindex.levels against independent references.
+
+References: a pure-Python encoder and per-value decoder written here, and pages written by pyarrow.
+"""
+from __future__ import annotations
+
+import io
+import random
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pageindex.errors import MalformedFileError
+from pageindex.levels import decode_hybrid, read_v1_levels, read_v2_levels
+
+# --- reference encoder / decoder -------------------------------------------------------
+
+
+def uleb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def rle_run(value: int, repeats: int, bit_width: int) -> bytes:
+    return uleb(repeats << 1) + value.to_bytes((bit_width + 7) // 8, "little")
+
+
+def packed_run(values: list[int], bit_width: int) -> bytes:
+    """Bit-packed run; values are padded with zeros to whole groups of eight."""
+    values = list(values) + [0] * (-len(values) % 8)
+    bits = 0
+    for i, value in enumerate(values):
+        bits |= value << (i * bit_width)
+    return uleb((len(values) // 8) << 1 | 1) + bits.to_bytes(len(values) * bit_width // 8, "little")
+
+
+def reference_decode(data: bytes, bit_width: int, count: int) -> list[int] | None:
+    """One value at a time, one bit at a time; None where the stream is invalid."""
+    out: list[int] = []
+    pos = 0
+    while len(out) < count:
+        header = 0
+        for i in range(6):
+            if i == 5 or pos >= len(data):
+                return None
+            byte = data[pos]
+            pos += 1
+            header |= (byte & 0x7F) << (7 * i)
+            if byte < 0x80:
+                break
+        if header & 1:
+            groups = header >> 1
+            for i in range(min(groups * 8, count - len(out))):
+                value = 0
+                for j in range(bit_width):
+                    bit = i * bit_width + j
+                    if pos + bit // 8 >= len(data):
+                        return None
+                    value |= ((data[pos + bit // 8] >> (bit % 8)) & 1) << j
+                out.append(value)
+            pos += groups * bit_width
+        else:
+            width = (bit_width + 7) // 8
+            if pos + width > len(data):
+                return None
+            value = int.from_bytes(data[pos : pos + width], "little")
+            if value >= 1 << bit_width:
+                return None
+            pos += width
+            out.extend([value] * min(header >> 1, count - len(out)))
+    return out
+
+
+def random_stream(rng: random.Random, bit_width: int) -> tuple[bytes, list[int]]:
+    """A random mix of RLE and bit-packed runs (some empty, some with 2-byte headers)."""
+    data = bytearray()
+    values: list[int] = []
+    top = (1 << bit_width) - 1
+    for _ in range(rng.randint(1, 12)):
+        if rng.random() < 0.5:
+            value, repeats = rng.randint(0, top), rng.choice([0, 1, 7, 8, 63, 64, 300])
+            data += rle_run(value, repeats, bit_width)
+            values += [value] * repeats
+        else:
+            run = [rng.randint(0, top) for _ in range(8 * rng.choice([0, 1, 2, 64, 65]))]
+            data += packed_run(run, bit_width)
+            values += run
+    return bytes(data), values
+
+
+# --- synthetic streams ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bit_width", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15])
+def test_random_streams_match_encoder_and_reference(bit_width: int) -> None:
+    rng = random.Random(bit_width)
+    for _ in range(40):
+        data, values = random_stream(rng, bit_width)
+        count = rng.randint(0, len(values))
+        decoded = decode_hybrid(data, bit_width, count)
+        assert decoded.dtype == np.int16
+        assert decoded.tolist() == values[:count]
+        assert decoded.tolist() == reference_decode(data, bit_width, count)
+
+
+def test_bit_width_16_full_int16_range() -> None:
+    values = [0, 1, 255, 256, 32767, 12345, 7, 32766]
+    data = packed_run(values, 16) + rle_run(32767, 5, 16)
+    assert decode_hybrid(data, 16, 13).tolist() == values + [32767] * 5
+
+
+def test_bit_width_16_value_beyond_int16_is_rejected() -> None:
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(packed_run([1, 40000], 16), 16, 2)
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(rle_run(40000, 3, 16), 16, 3)
+
+
+def test_padding_in_last_packed_run_is_ignored() -> None:
+    data = packed_run([1, 0, 1], 1)  # one group: five padding values
+    assert decode_hybrid(data, 1, 3).tolist() == [1, 0, 1]
+
+
+def test_last_packed_run_may_stop_at_last_needed_byte() -> None:
+    # Header promises 8 groups (64 values * 3 bits = 24 bytes); 10 values need 4 bytes.
+    values = [5, 1, 7, 0, 3, 2, 6, 4, 1, 7]
+    body = packed_run(values, 3)[1:5]
+    assert decode_hybrid(uleb(8 << 1 | 1) + body, 3, 10).tolist() == values
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(uleb(8 << 1 | 1) + body[:3], 3, 10)
+
+
+def test_run_longer_than_needed_is_truncated() -> None:
+    assert decode_hybrid(rle_run(1, 1_000_000, 1), 1, 3).tolist() == [1, 1, 1]
+
+
+def test_huge_run_headers_do_not_allocate() -> None:
+    huge = (1 << 34) - 1  # largest run a five-byte header can hold
+    assert decode_hybrid(uleb(huge << 1) + b"\x02", 2, 1000).tolist() == [2] * 1000
+    assert decode_hybrid(uleb(huge << 1 | 1) + b"\xff" * 2, 1, 16).tolist() == [1] * 16
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(uleb(huge << 1 | 1) + b"\xff" * 2, 1, 17)
+
+
+def test_zero_length_runs_terminate() -> None:
+    assert decode_hybrid(b"\x01" * 10_000 + rle_run(1, 4, 1), 1, 4).tolist() == [1] * 4
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(b"\x01" * 10_000, 1, 4)
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(b"\x00\x01" * 5_000, 1, 4)
+
+
+def test_count_zero_reads_nothing() -> None:
+    assert decode_hybrid(b"", 3, 0).tolist() == []
+
+
+def test_negative_count_is_malformed() -> None:
+    # A fuzzed page header can carry a negative num_values.
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(b"\x02\x01", 1, -1)
+    with pytest.raises(MalformedFileError):
+        read_v1_levels(b"", 0, 0, -1)
+    with pytest.raises(MalformedFileError):
+        read_v2_levels(b"", 0, -1)
+
+
+@pytest.mark.parametrize(
+    "data, bit_width, count",
+    [
+        (b"", 1, 1),  # no data at all
+        (rle_run(1, 5, 1), 1, 6),  # too few values
+        (rle_run(1, 5, 1)[:-1], 1, 1),  # RLE value missing
+        (rle_run(300, 5, 9)[:-1], 9, 1),  # two-byte RLE value cut in half
+        (packed_run([1] * 16, 1)[:-1], 1, 16),  # bit-packed bytes missing
+        (b"\x80\x80\x80\x80\x80\x00", 1, 1),  # six-byte header
+        (b"\x80\x80", 1, 1),  # header cut off
+        (rle_run(2, 3, 1), 1, 3),  # RLE value wider than the bit width
+    ],
+)
+def test_malformed_streams(data: bytes, bit_width: int, count: int) -> None:
+    assert reference_decode(data, bit_width, count) is None
+    with pytest.raises(MalformedFileError):
+        decode_hybrid(data, bit_width, count)
+
+
+def test_random_bytes_agree_with_reference() -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        bit_width = rng.randint(0, 9)
+        count = rng.randint(0, 60)
+        data = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 30)))
+        expected = reference_decode(data, bit_width, count)
+        if expected is None:
+            with pytest.raises(MalformedFileError):
+                decode_hybrid(data, bit_width, count)
+        else:
+            assert decode_hybrid(data, bit_width, count).tolist() == expected
+
+
+def test_large_stream_of_many_runs() -> None:
+    rng = np.random.default_rng(3)
+    values = (rng.random(200_000) < 0.9).astype(int).tolist()
+    data = bytearray()
+    i = 0
+    while i < len(values):  # greedy: RLE for 8+ repeats, else one bit-packed group
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        if j - i >= 8:
+            data += rle_run(values[i], j - i, 1)
+            i = j
+        else:
+            data += packed_run(values[i : i + 8], 1)
+            i += 8
+    assert decode_hybrid(bytes(data), 1, len(values)).tolist() == values
+
+
+def test_memoryview_input() -> None:
+    data = b"xx" + rle_run(3, 4, 2)
+    assert decode_hybrid(memoryview(data)[2:], 2, 4).tolist() == [3] * 4
+
+
+# --- page level sections ---------------------------------------------------------------
+
+
+def test_v1_block_position_and_value_check() -> None:
+    rep = rle_run(0, 1, 1) + rle_run(1, 3, 1)
+    dfn = packed_run([2, 1, 0, 2], 2)
+    body = b"junk" + struct.pack("<I", len(rep)) + rep + struct.pack("<I", len(dfn)) + dfn + b"values"
+    levels, pos = read_v1_levels(body, 4, 1, 4)
+    assert levels.tolist() == [0, 1, 1, 1]
+    levels, pos = read_v1_levels(body, pos, 2, 4)
+    assert levels.tolist() == [2, 1, 0, 2]
+    assert body[pos:] == b"values"
+    bad = packed_run([0, 3, 1, 2], 2)
+    with pytest.raises(MalformedFileError):
+        read_v1_levels(struct.pack("<I", len(bad)) + bad, 0, 2, 4)  # 3 > max level 2
+
+
+def test_v1_max_level_zero_consumes_nothing() -> None:
+    levels, pos = read_v1_levels(b"abc", 1, 0, 5)
+    assert (levels.tolist(), pos, levels.dtype) == ([0] * 5, 1, np.int16)
+
+
+@pytest.mark.parametrize("body", [b"", b"\x02\x00\x00", b"\x09\x00\x00\x00\x08\x01"])
+def test_v1_bad_length_prefix(body: bytes) -> None:
+    with pytest.raises(MalformedFileError):
+        read_v1_levels(body, 0, 1, 4)
+
+
+def test_v2_levels_and_max_level_check() -> None:
+    assert read_v2_levels(rle_run(5, 3, 3), 5, 3).tolist() == [5, 5, 5]
+    assert read_v2_levels(b"", 0, 3).tolist() == [0, 0, 0]
+    with pytest.raises(MalformedFileError):
+        read_v2_levels(rle_run(6, 3, 3), 5, 3)
+    with pytest.raises(MalformedFileError):
+        read_v2_levels(packed_run([1, 6], 3), 5, 2)
+
+
+# --- pages written by pyarrow ----------------------------------------------------------
+# Minimal Thrift compact-protocol reader, just enough for PageHeader.
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _value(buf: bytes, pos: int, ctype: int) -> tuple[object, int]:
+    if ctype in (1, 2):
+        return ctype == 1, pos
+    if ctype == 3:
+        return buf[pos], pos + 1
+    if ctype in (4, 5, 6):
+        raw, pos = _varint(buf, pos)
+        return (raw >> 1) ^ -(raw & 1), pos
+    if ctype == 7:
+        return buf[pos : pos + 8], pos + 8
+    if ctype == 8:
+        size, pos = _varint(buf, pos)
+        return buf[pos : pos + size], pos + size
+    if ctype == 9:
+        head = buf[pos]
+        pos += 1
+        size, etype = head >> 4, head & 0x0F
+        if size == 15:
+            size, pos = _varint(buf, pos)
+        items = []
+        for _ in range(size):
+            item, pos = (buf[pos] == 1, pos + 1) if etype in (1, 2) else _value(buf, pos, etype)
+            items.append(item)
+        return items, pos
+    if ctype == 12:
+        return read_struct(buf, pos)
+    raise ValueError(f"unexpected thrift type {ctype}")
+
+
+def read_struct(buf: bytes, pos: int) -> tuple[dict[int, object], int]:
+    fields: dict[int, object] = {}
+    last = 0
+    while True:
+        head = buf[pos]
+        pos += 1
+        if head == 0:
+            return fields, pos
+        if head >> 4:
+            last += head >> 4
+        else:
+            raw, pos = _varint(buf, pos)
+            last = (raw >> 1) ^ -(raw & 1)
+        fields[last], pos = _value(buf, pos, head & 0x0F)
+
+
+def data_pages(raw: bytes, chunk: pq.ColumnChunkMetaData):
+    """(header, body) of each data page of an uncompressed column chunk."""
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    pos = start
+    while pos < start + chunk.total_compressed_size:
+        header, pos = read_struct(raw, pos)
+        body = raw[pos : pos + header[3]]
+        pos += header[3]
+        if header[1] in (0, 3):
+            yield header, body
+
+
+def page_levels(header: dict, body: bytes, max_rep: int, max_def: int) -> tuple[np.ndarray, np.ndarray]:
+    if header[1] == 0:
+        count = header[5][1]
+        rep, pos = read_v1_levels(body, 0, max_rep, count)
+        dfn, _ = read_v1_levels(body, pos, max_def, count)
+        return rep, dfn
+    v2 = header[8]
+    count, def_len, rep_len = v2[1], v2[5], v2[6]
+    rep = read_v2_levels(body[:rep_len], max_rep, count)
+    dfn = read_v2_levels(memoryview(body)[rep_len : rep_len + def_len], max_def, count)
+    return rep, dfn
+
+
+# Schema nodes for a Dremel shredder: ("prim", nullable), ("list", nullable, element),
+# ("struct", nullable, {name: node}).
+def shred(value, node, path, d: int, r: int, depth: int, out: list) -> None:
+    """Append (repetition, definition) pairs of one leaf for one value."""
+    kind, nullable = node[0], node[1]
+    if nullable:
+        if value is None:
+            out.append((r, d))
+            return
+        d += 1
+    if kind == "prim":
+        out.append((r, d))
+    elif kind == "struct":
+        if isinstance(value, tuple):  # a map entry
+            value = dict(zip(("key", "value"), value))
+        shred(value[path[0]], node[2][path[0]], path[1:], d, r, depth, out)
+    elif not value:
+        out.append((r, d))
+    else:
+        for i, item in enumerate(value):
+            shred(item, node[2], path, d + 1, r if i == 0 else depth + 1, depth + 1, out)
+
+
+def nested_table(rows: int) -> tuple[pa.Table, dict[str, tuple]]:
+    rng = random.Random(11)
+
+    def maybe(make, p_null=0.2):
+        return None if rng.random() < p_null else make()
+
+    def small_list(make):
+        return [make() for _ in range(rng.choice([0, 1, 2, 3, 5]))]
+
+    def num():
+        return maybe(lambda: rng.randint(-50, 50))
+
+    data = {
+        "flat": [num() for _ in range(rows)],
+        "lists": [maybe(lambda: small_list(lambda: maybe(lambda: small_list(num)))) for _ in range(rows)],
+        "record": [maybe(lambda: {"a": num(), "b": maybe(lambda: small_list(num))}) for _ in range(rows)],
+        "mapping": [
+            maybe(lambda: [(f"k{i}", num()) for i in range(rng.choice([0, 1, 3]))]) for _ in range(rows)
+        ],
+    }
+    types = {
+        "flat": pa.int32(),
+        "lists": pa.list_(pa.list_(pa.int32())),
+        "record": pa.struct([("a", pa.int32()), ("b", pa.list_(pa.int32()))]),
+        "mapping": pa.map_(pa.string(), pa.int32()),
+    }
+    prim = ("prim", True)
+    nodes = {
+        "flat": prim,
+        "lists": ("list", True, ("list", True, prim)),
+        "record": ("struct", True, {"a": prim, "b": ("list", True, prim)}),
+        "mapping": ("list", True, ("struct", False, {"key": ("prim", False), "value": prim})),
+    }
+    table = pa.table({name: pa.array(values, types[name]) for name, values in data.items()})
+    return table, nodes
+
+
+# Leaf column paths as pyarrow names them, with the struct fields each one passes through.
+LEAVES = {
+    "flat": ("flat", []),
+    "lists.list.element.list.element": ("lists", []),
+    "record.a": ("record", ["a"]),
+    "record.b.list.element": ("record", ["b"]),
+    "mapping.key_value.key": ("mapping", ["key"]),
+    "mapping.key_value.value": ("mapping", ["value"]),
+}
+
+
+@pytest.mark.parametrize("page_version", ["1.0", "2.0"])
+def test_levels_of_pyarrow_pages_match_shredded_data(page_version: str) -> None:
+    table, nodes = nested_table(3000)
+    sink = io.BytesIO()
+    pq.write_table(
+        table, sink, compression="none", use_dictionary=False,
+        data_page_version=page_version, max_rows_per_page=700,
+    )
+    raw = sink.getvalue()
+    metadata = pq.ParquetFile(io.BytesIO(raw)).metadata
+    checked = set()
+    for i in range(metadata.num_columns):
+        column = metadata.schema.column(i)
+        chunk = metadata.row_group(0).column(i)
+        top, path = LEAVES[column.path]
+        expected: list = []
+        for value in table.column(top).to_pylist():
+            shred(value, nodes[top], path, 0, 0, 0, expected)
+        pages = [
+            page_levels(h, b, column.max_repetition_level, column.max_definition_level)
+            for h, b in data_pages(raw, chunk)
+        ]
+        assert len(pages) > 1
+        rep = np.concatenate([p[0] for p in pages])
+        dfn = np.concatenate([p[1] for p in pages])
+        assert list(zip(rep.tolist(), dfn.tolist())) == expected
+        # pyarrow's own count of non-null leaf values
+        assert int((dfn == column.max_definition_level).sum()) == chunk.statistics.num_values
+        checked.add(column.path)
+    assert checked == set(LEAVES)
+
+
+def test_pyarrow_v1_page_many_random_nulls() -> None:
+    rng = np.random.default_rng(5)
+    count = 100_000
+    valid = rng.random(count) > 0.1
+    table = pa.table({"x": pa.array(np.arange(count, dtype=np.int64), mask=~valid)})
+    sink = io.BytesIO()
+    pq.write_table(
+        table, sink, compression="none", use_dictionary=False,
+        data_page_version="1.0", data_page_size=1 << 30, max_rows_per_page=count,
+        write_batch_size=count,
+    )
+    raw = sink.getvalue()
+    chunk = pq.ParquetFile(io.BytesIO(raw)).metadata.row_group(0).column(0)
+    (header, body), = data_pages(raw, chunk)
+    levels, pos = read_v1_levels(body, 0, 1, header[5][1])
+    assert np.array_equal(levels, valid.astype(np.int16))
+    assert int(levels.sum()) == chunk.statistics.num_values
+    assert len(body) - pos == 8 * int(valid.sum())  # exactly the PLAIN int64 values remain
