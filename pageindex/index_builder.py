@@ -87,6 +87,8 @@ def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.Chunke
 
 def boundary_order(bounds: Bounds) -> int:
     pairs = [(lo, hi) for lo, hi, m in zip(bounds.keys_min, bounds.keys_max, bounds.mins) if m is not None]
+    if not pairs:
+        return UNORDERED  # no bounds to order (as Arrow C++ writes it)
     if all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(pairs, pairs[1:])):
         return ASCENDING
     if all(a[0] >= b[0] and a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):

@@ -46,6 +46,28 @@ def read_v1_levels(
     return _levels(body[start : start + length], max_level, count), start + length
 
 
+def read_v1_bit_packed_levels(
+    body: bytes | memoryview, pos: int, max_level: int, count: int
+) -> tuple[np.ndarray, int]:
+    """Data page v1 levels in the deprecated BIT_PACKED encoding: no length prefix, values packed
+    most significant bit first in ceil(count * bit_width / 8) bytes."""
+    if max_level == 0:
+        return _no_levels(count), pos
+    _check_count(count)
+    if not 0 < max_level <= _MAX_LEVEL:
+        raise MalformedFileError(f"maximum level {max_level} is out of range")
+    width = max_level.bit_length()
+    size = (count * width + 7) // 8
+    if size > len(body) - pos:
+        raise MalformedFileError(f"BIT_PACKED levels need {size} bytes, {len(body) - pos} left")
+    bits = np.unpackbits(np.frombuffer(body, dtype=np.uint8, count=size, offset=pos), bitorder="big")
+    bits = bits[: count * width].reshape(count, width).astype(np.int32)
+    values = (bits << np.arange(width - 1, -1, -1, dtype=np.int32)).sum(axis=1)
+    if count and int(values.max()) > max_level:
+        raise MalformedFileError(f"level {int(values.max())} exceeds the maximum level {max_level}")
+    return values.astype(np.int16), pos + size
+
+
 def read_v2_levels(data: bytes | memoryview, max_level: int, count: int) -> np.ndarray:
     """Data page v2 level section: `data` is exactly the level bytes.
 

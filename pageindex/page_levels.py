@@ -12,8 +12,10 @@ import pyarrow as pa
 from .compression import decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
-from .levels import read_v1_levels, read_v2_levels
-from .page_walk import DATA_PAGE_V2, ChunkPages, Page
+from .levels import read_v1_bit_packed_levels, read_v1_levels, read_v2_levels
+from .page_walk import DATA_PAGE_V2, PH, ChunkPages, Page
+
+RLE, BIT_PACKED = 3, 4
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,18 @@ def _page_levels(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> tuple[np.nd
             )
             return rep, dfn
         body = decompress(chunk.codec, pages.body(page), page.uncompressed_size)
-        rep, pos = read_v1_levels(body, 0, leaf.max_rep, count)
-        dfn, _ = read_v1_levels(body, pos, leaf.max_def, count)
+        header = page.header.get(PH.DATA_V1)
+        rep, pos = _v1_reader(header.get(PH.V1_REP_ENCODING))(body, 0, leaf.max_rep, count)
+        dfn, _ = _v1_reader(header.get(PH.V1_DEF_ENCODING))(body, pos, leaf.max_def, count)
         return rep, dfn
     except MalformedFileError as err:
         raise err.located(offset=page.offset) from None
+
+
+def _v1_reader(encoding: object):
+    """v1 pages name their level encoding; RLE is the norm, BIT_PACKED the deprecated form."""
+    if encoding == BIT_PACKED:
+        return read_v1_bit_packed_levels
+    if encoding in (RLE, None):
+        return read_v1_levels
+    raise MalformedFileError(f"level encoding {encoding} is not RLE or BIT_PACKED")
