@@ -29,7 +29,7 @@ check-java:
 	fi
 
 run: env check-java
-	$(PY) -m pageindex.demo
+	$(PY) jobs/demo.py
 
 bench: env
 	$(PY) -m bench.run

@@ -1,6 +1,7 @@
 """Commit: write prefix + tail to the destination atomically, never exposing a partial file.
 
-Local paths use a unique temporary sibling and rename; other filesystems a single atomic upload.
+Local paths: a unique temporary sibling, then rename. S3: a multipart upload whose prefix parts
+are copied server-side from the exact object version read; other filesystems: one upload.
 """
 from __future__ import annotations
 
@@ -46,8 +47,14 @@ def commit(source: Source, prefix_length: int, tail: bytes, dst: str, dst_fs: An
     in_place = dst == source.path and dst_fs is source.fs
     if isinstance(dst_fs, fsspec.implementations.local.LocalFileSystem):
         _commit_local(source, prefix_length, tail, dst, in_place)
+    elif is_s3(dst_fs) and is_s3(source.fs):
+        _commit_s3(source, prefix_length, tail, dst, dst_fs, in_place)
     else:
         _commit_remote(source, prefix_length, tail, dst, dst_fs, in_place)
+
+
+def is_s3(fs: Any) -> bool:
+    return "s3" in (fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,))
 
 
 def _commit_local(source: Source, prefix_length: int, tail: bytes, dst: str, in_place: bool) -> None:
@@ -89,3 +96,60 @@ def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs
             out.write(tail)
     except OSError as err:
         raise StorageError(f"upload failed: {err}", path=dst) from err
+
+
+# S3 refuses parts under 5 MiB except the last, and copies at most 5 GiB per part.
+S3_MIN_PART = 5 << 20
+S3_MAX_PART = 5 << 30
+
+
+def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any,
+               in_place: bool) -> None:
+    """The object appears whole at CompleteMultipartUpload; the prefix never leaves S3."""
+    bucket, key = fs.split_path(dst)[:2]
+    etag = source.version.etag
+    if prefix_length < S3_MIN_PART or etag is None:
+        # Too small for a copied part: one PUT of the (small) object.
+        if in_place:
+            _check_unchanged(source)
+        body = source.read(0, prefix_length) + tail
+        _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
+        return
+    src_bucket, src_key = fs.split_path(source.path)[:2]
+    upload = _s3_call(fs, dst, "create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
+    try:
+        parts = []
+        count = -(-prefix_length // S3_MAX_PART)
+        step = -(-prefix_length // count)
+        for number, start in enumerate(range(0, prefix_length, step), start=1):
+            end = min(start + step, prefix_length) - 1
+            copied = _s3_call(
+                fs, dst, "upload_part_copy", Bucket=bucket, Key=key, UploadId=upload,
+                PartNumber=number, CopySource={"Bucket": src_bucket, "Key": src_key},
+                CopySourceRange=f"bytes={start}-{end}", CopySourceIfMatch=etag,
+            )
+            parts.append({"PartNumber": number, "ETag": copied["CopyPartResult"]["ETag"]})
+        sent = _s3_call(fs, dst, "upload_part", Bucket=bucket, Key=key, UploadId=upload,
+                        PartNumber=len(parts) + 1, Body=tail)
+        parts.append({"PartNumber": len(parts) + 1, "ETag": sent["ETag"]})
+        if in_place:
+            _check_unchanged(source)
+        _s3_call(fs, dst, "complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+                 MultipartUpload={"Parts": parts})
+    except BaseException:
+        try:
+            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+        except OSError:
+            pass  # the bucket's lifecycle rule or the next run's cleanup removes it
+        raise
+    fs.invalidate_cache(dst)
+
+
+def _s3_call(fs: Any, path: str, method: str, **kwargs: Any) -> dict:
+    try:
+        return fs.call_s3(method, **kwargs)
+    except OSError as err:
+        if "PreconditionFailed" in str(err) or "412" in str(err):
+            raise ConcurrentModificationError(
+                "object changed while it was processed; not overwritten", path=path) from err
+        raise StorageError(f"S3 {method} failed: {err}", path=path) from err

@@ -22,19 +22,18 @@ class PageIndexError(Exception):
         self.row_group = row_group
         self.column = column
         self.offset = offset
-        super().__init__(self._render())
+        super().__init__(self.message())
 
-    def _render(self) -> str:
-        where = []
-        if self.path is not None:
-            where.append(self.path)
+    def message(self, *, with_path: bool = True) -> str:
+        """The error with its location; without the path where the caller names the file."""
+        where = [self.path] if with_path and self.path is not None else []
         if self.row_group is not None:
             where.append(f"row group {self.row_group}")
         if self.column is not None:
             where.append(f"column {self.column}")
         if self.offset is not None:
             where.append(f"byte {self.offset}")
-        return f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{self.reason}"
+        return f"{', '.join(where)}: {self.reason}" if where else self.reason
 
     def located(
         self,
@@ -56,6 +55,10 @@ class PageIndexError(Exception):
 
 class MalformedFileError(PageIndexError):
     """The bytes do not form a valid Parquet file (bad footer, page header, levels, values)."""
+
+
+class NotParquetError(MalformedFileError):
+    """The file does not start with Parquet magic: it is some other kind of file."""
 
 
 class ThriftDecodeError(MalformedFileError):

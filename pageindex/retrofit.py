@@ -12,7 +12,7 @@ from . import __version__
 from .chunk_scan import scan_chunk
 from .column_order import Order, order_for
 from .commit import commit
-from .errors import MalformedFileError
+from .errors import EncryptedFileError, MalformedFileError, NotParquetError
 from .footer import F, ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
 from .schema import PT
@@ -65,14 +65,17 @@ class RetrofitResult:
 def read_footer(source: Source) -> Footer:
     """Read and validate the footer with at most two ranged reads."""
     size = source.size
+    head = source.read(0, 4)
+    if head not in (b"PAR1", b"PARE"):
+        raise NotParquetError("no Parquet magic at start of file", path=source.path)
     tail = source.read(max(0, size - TAIL_READ), min(size, TAIL_READ))
     length = parse_tail(tail, size, source.path)
+    if head == b"PARE":
+        raise EncryptedFileError("encrypted file (PARE magic)", path=source.path)
     if length + 8 <= len(tail):
         raw = tail[len(tail) - 8 - length : len(tail) - 8]
     else:
         raw = source.read(size - 8 - length, length)
-    if source.read(0, 4) != b"PAR1":
-        raise MalformedFileError("no Parquet magic at start of file", path=source.path)
     return decode_footer(raw, size, source.path)
 
 

@@ -1,0 +1,11 @@
+"""spark-submit entry point: gives every Parquet file under the inputs a page index.
+
+Usage: spark-submit --py-files pageindex.zip jobs/retrofit_job.py --input PATH --in-place
+"""
+import sys
+
+from pageindex.job import main
+
+if __name__ == "__main__":
+    # spark-submit decides the master; do not override it here.
+    sys.exit(main(master=None))

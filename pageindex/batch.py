@@ -1,0 +1,124 @@
+"""Batch: process one file for the job and describe the outcome as a report record.
+
+Never raises for a bad file: every outcome, including internal errors, becomes a record.
+"""
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .commit import TEMP_TAG, is_s3
+from .discovery import InputFile, filesystem_for
+from .errors import ConcurrentModificationError, NotParquetError, PageIndexError
+from .retrofit import retrofit
+
+log = logging.getLogger("pageindex.job")
+
+INDEXED, ALREADY, SKIPPED, CHANGED, FAILED, DRY_RUN = (
+    "indexed", "already_indexed", "skipped", "changed", "failed", "dry_run")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What every executor needs to know; plain data so it pickles to executors."""
+
+    output: str | None = None  # None: in place
+    copy_unchanged: bool = False
+    dry_run: bool = False
+    force: bool = False
+    truncate_length: int = 64
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    stale_temp_seconds: float = 3600.0
+
+
+def output_url(file: InputFile, options: JobOptions) -> str | None:
+    if options.output is None:
+        return None
+    return posixpath.join(options.output.rstrip("/"), file.relative)
+
+
+def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
+    started = time.monotonic()
+    record: dict[str, Any] = {
+        "path": file.url, "output": output_url(file, options), "status": FAILED, "reason": "",
+        "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
+        "chunks_with_column_index": 0, "chunks_without_column_index": 0,
+        "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
+    }
+    try:
+        fs, path = filesystem_for(file.url, options.storage_options)
+        if options.output is None:
+            clean_stale_temporaries(fs, path, options.stale_temp_seconds)
+        dst = None
+        if options.output is not None:
+            _, dst = filesystem_for(record["output"], options.storage_options)
+        result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
+                          filesystem=fs, dry_run=options.dry_run)
+        record.update(
+            status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
+            row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
+            chunks_with_column_index=sum(c.column_index for c in result.chunks),
+            chunks_without_column_index=sum(not c.column_index for c in result.chunks),
+        )
+        reasons: dict[str, int] = {}
+        for c in result.chunks:
+            if c.reason:
+                reasons[c.reason] = reasons.get(c.reason, 0) + 1
+        record["without_column_index_reasons"] = reasons
+        if result.status == ALREADY and options.copy_unchanged and dst is not None and not options.dry_run:
+            fs.copy(path, dst)
+    except NotParquetError as err:
+        record.update(status=SKIPPED, reason=err.reason)
+    except ConcurrentModificationError as err:
+        record.update(status=CHANGED, reason=err.reason)
+    except PageIndexError as err:
+        record.update(status=FAILED, reason=f"{type(err).__name__}: {err.message(with_path=False)}")
+    except Exception as err:  # noqa: BLE001 - one bad file must not end the job
+        log.exception("internal error on %s", file.url)
+        record.update(status=FAILED, reason=f"internal error: {type(err).__name__}: {err}")
+    if record["status"] == SKIPPED and options.copy_unchanged and options.output and not options.dry_run:
+        _copy_quietly(file, record, options)
+    record["seconds"] = round(time.monotonic() - started, 6)
+    return record
+
+
+def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) -> None:
+    try:
+        fs, src = filesystem_for(file.url, options.storage_options)
+        _, dst = filesystem_for(record["output"], options.storage_options)
+        fs.copy(src, dst)
+    except OSError as err:
+        record["reason"] += f" (copy failed: {err})"
+
+
+def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
+    """Remove what dead attempts left for this file: temporary siblings (local) or incomplete
+    multipart uploads (S3), if older than `older_than` seconds (younger ones may be live)."""
+    now = time.time()
+    removed = 0
+    if is_s3(fs):
+        bucket, key = fs.split_path(path)[:2]
+        try:
+            uploads = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
+        except OSError:
+            return 0
+        for upload in uploads:
+            initiated = upload.get("Initiated")
+            if upload.get("Key") == key and initiated is not None and now - initiated.timestamp() > older_than:
+                fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+                removed += 1
+        return removed
+    head, name = posixpath.split(path)
+    for candidate in fs.glob(posixpath.join(head, f".{name}{TEMP_TAG}*")):
+        try:
+            info = fs.info(candidate)
+            if now - float(info.get("mtime") or now) > older_than:
+                fs.rm(candidate)
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
+
