@@ -1,6 +1,6 @@
 """pageindex: give existing Parquet files exact page indexes without rewriting their data.
 
-Public API: retrofit (add indexes), and the error types in pageindex.errors.
+Public API: retrofit (add indexes), verify (check them), lookup (read only needed pages).
 """
 __version__ = "0.1.0"
 
@@ -8,9 +8,11 @@ from .errors import (  # noqa: E402
     ConcurrentModificationError, EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError,
     StorageError, UnsupportedFileError,
 )
+from .lookup import LookupStats, lookup  # noqa: E402
 from .retrofit import RetrofitResult, retrofit  # noqa: E402
+from .verify import VerifyResult, verify  # noqa: E402
 
 __all__ = [
-    "retrofit", "RetrofitResult", "PageIndexError", "MalformedFileError", "EncryptedFileError",
+    "retrofit", "RetrofitResult", "lookup", "LookupStats", "verify", "VerifyResult", "PageIndexError", "MalformedFileError", "EncryptedFileError",
     "UnsupportedFileError", "NotParquetError", "StorageError", "ConcurrentModificationError", "__version__",
 ]

@@ -1,4 +1,4 @@
-"""Command line: `pageindex retrofit | inspect | verify` (and `lookup` once it exists).
+"""Command line: `pageindex retrofit | inspect | verify | lookup`.
 
 Exit codes: 0 success, 1 a refused/failed file or a violation, 2 usage errors.
 """
@@ -12,6 +12,7 @@ from typing import Sequence
 from . import __version__
 from .errors import PageIndexError
 from .inspect import format_text, inspect_file
+from .lookup import lookup
 from .retrofit import RetrofitResult, retrofit
 from .verify import verify
 
@@ -76,6 +77,41 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _cmd_lookup(args: argparse.Namespace) -> int:
+    columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
+    table, stats = lookup(args.path, args.where, columns=columns)
+    if args.json:
+        rows = table.slice(0, args.limit).to_pylist() if args.limit is not None else table.to_pylist()
+        _print_json({"rows": rows, "num_rows": table.num_rows, "io": stats.to_dict()})
+        return 0
+    shown = table if args.limit is None else table.slice(0, args.limit)
+    print(shown.to_pandas().to_string(index=False) if _has_pandas() else _format_rows(shown))
+    if args.limit is not None and table.num_rows > args.limit:
+        print(f"… {table.num_rows - args.limit} more rows")
+    print(f"\n{table.num_rows} rows; read {stats.bytes_read} bytes in {stats.requests} requests "
+          f"from {stats.files} file(s), {stats.row_groups_read}/{stats.row_groups} row groups")
+    for name, io in stats.columns.items():
+        print(f"  {name}: {io.pages_read}/{io.pages_total} pages, {io.bytes_read} bytes")
+    return 0
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _format_rows(table) -> str:
+    names = table.column_names
+    rows = [[str(v) for v in row.values()] for row in table.to_pylist()]
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pageindex", description="Exact Parquet page indexes, appended without rewriting data.")
     p.add_argument("--version", action="version", version=f"pageindex {__version__}")
@@ -102,6 +138,16 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("file")
     v.add_argument("--json", action="store_true")
     v.set_defaults(run=_cmd_verify)
+
+    lk = sub.add_parser("lookup", help="read only the pages that can hold matching rows")
+    lk.add_argument("path", help="a Parquet file or a directory of them")
+    lk.add_argument("--where", required=True,
+                    help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
+                         "BETWEEN, IN, IS [NOT] NULL, joined by AND)")
+    lk.add_argument("--columns", help="comma-separated columns to return (default: all)")
+    lk.add_argument("--limit", type=int, help="print at most this many rows")
+    lk.add_argument("--json", action="store_true")
+    lk.set_defaults(run=_cmd_lookup)
     return p
 
 

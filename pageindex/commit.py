@@ -27,7 +27,7 @@ def temp_name(path: str) -> str:
 def _copy_prefix(source: Source, out: Any, length: int) -> None:
     pos = 0
     while pos < length:
-        block = source.read(pos, min(COPY_BLOCK, length - pos))
+        block = source.read(pos, min(COPY_BLOCK, length - pos), "copy")
         if not block:
             raise StorageError("file shrank while copying", path=source.path, offset=pos)
         out.write(block)
@@ -112,7 +112,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
         # Too small for a copied part: one PUT of the (small) object.
         if in_place:
             _check_unchanged(source)
-        body = source.read(0, prefix_length) + tail
+        body = source.read(0, prefix_length, "copy") + tail
         _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
         return
     src_bucket, src_key = fs.split_path(source.path)[:2]

@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bounds import render
+import bisect
+
+from .bounds import comparable, render
+from .column_order import order_for
+from .footer import F, ChunkMeta
+from .page_index import ColumnIndexView
 from .footer import Footer
 from .page_index import BOUNDARY_ORDER_NAMES, read_column_index, read_offset_index
 from .retrofit import is_fully_indexed, read_footer
@@ -37,6 +42,7 @@ class ChunkView:
     has_column_index: bool
     boundary_order: str | None
     null_pages: int | None
+    point_lookup_pages: float | None  # expected fraction of pages a point lookup reads
     page_rows: tuple[PageRow, ...] = field(default_factory=tuple)
 
 
@@ -49,10 +55,25 @@ class FileView:
     indexed_by: str | None
     chunks: tuple[ChunkView, ...]
 
+    def skipping_power(self) -> dict[str, float | None]:
+        """Per column: the expected fraction of its pages a point lookup on it reads (page-weighted
+        over its chunks); None where no chunk has a ColumnIndex."""
+        out: dict[str, float | None] = {}
+        weights: dict[str, int] = {}
+        for c in self.chunks:
+            if c.point_lookup_pages is None:
+                out.setdefault(c.column, None)
+                continue
+            total = (out.get(c.column) or 0.0) * weights.get(c.column, 0)
+            weights[c.column] = weights.get(c.column, 0) + c.pages
+            out[c.column] = (total + c.point_lookup_pages * c.pages) / weights[c.column]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path, "created_by": self.created_by, "num_rows": self.num_rows,
             "fully_indexed": self.fully_indexed, "indexed_by_pageindex": self.indexed_by,
+            "skipping_power": self.skipping_power(),
             "chunks": [
                 {**{k: v for k, v in c.__dict__.items() if k != "page_rows"},
                  "page_rows": [p.__dict__ for p in c.page_rows]}
@@ -64,6 +85,7 @@ class FileView:
 def inspect_file(path: str, filesystem: Any = None) -> FileView:
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
+        orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
         chunks = []
         for row in footer.chunks:
             for chunk in row:
@@ -84,10 +106,36 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     chunk.row_group, chunk.leaf.dotted, PT.NAMES[chunk.leaf.physical_type],
                     len(oi.pages) if oi else 0, oi is not None, ci is not None,
                     BOUNDARY_ORDER_NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
-                    sum(ci.null_pages) if ci else None, tuple(rows),
+                    sum(ci.null_pages) if ci else None,
+                    _point_lookup_fraction(chunk, ci, orders.items[chunk.column] if orders else None),
+                    tuple(rows),
                 ))
         return FileView(source.path, footer.created_by, _num_rows(footer), is_fully_indexed(footer),
                         footer.key_value(MARKER_KEY), tuple(chunks))
+
+
+def _point_lookup_fraction(chunk: ChunkMeta, ci: ColumnIndexView | None, declared) -> float | None:
+    """For a value taken from a random non-null page, the expected fraction of the chunk's pages
+    whose [min, max] holds it, estimated by overlap with that page's bounds: 1/pages for a
+    sorted column, 1.0 when every page spans the whole range."""
+    if ci is None or not len(ci):
+        return None
+    order = order_for(chunk.leaf, declared)
+    if not order.indexable:
+        return None
+    pairs = [(comparable(chunk.leaf, order, lo), comparable(chunk.leaf, order, hi))
+             for lo, hi, null in zip(ci.min_values, ci.max_values, ci.null_pages) if not null]
+    if not pairs:
+        return 0.0
+    if any(lo is None or hi is None or lo != lo or hi != hi for lo, hi in pairs):
+        return None
+    lows = sorted(lo for lo, _ in pairs)
+    highs = sorted(hi for _, hi in pairs)
+    n = len(ci)
+    # Pages overlapping [lo, hi] = all - those starting after hi - those ending before lo.
+    overlaps = [len(pairs) - (len(lows) - bisect.bisect_right(lows, hi)) - bisect.bisect_left(highs, lo)
+                for lo, hi in pairs]
+    return sum(overlaps) / len(overlaps) / n
 
 
 def _num_rows(footer: Footer) -> int:
@@ -101,6 +149,13 @@ def format_text(view: FileView, max_pages: int = 20) -> str:
         f"rows: {view.num_rows}   page index: {'complete' if view.fully_indexed else 'incomplete'}"
         + (f"   (built by pageindex: {view.indexed_by})" if view.indexed_by else ""),
     ]
+    power = view.skipping_power()
+    if any(v is not None for v in power.values()):
+        lines.append("")
+        lines.append("skipping power (expected share of a column's pages a point lookup reads):")
+        for column, value in power.items():
+            shown = "no ColumnIndex" if value is None else f"{value:.1%}"
+            lines.append(f"  {column:<40} {shown}")
     for c in view.chunks:
         lines.append("")
         lines.append(

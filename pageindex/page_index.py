@@ -40,7 +40,9 @@ class ColumnIndexView:
         return len(self.null_pages)
 
 
-BOUNDARY_ORDER_NAMES = {0: "UNORDERED", 1: "ASCENDING", 2: "DESCENDING"}
+UNORDERED_ORDER, ASCENDING_ORDER, DESCENDING_ORDER = 0, 1, 2
+BOUNDARY_ORDER_NAMES = {UNORDERED_ORDER: "UNORDERED", ASCENDING_ORDER: "ASCENDING",
+                        DESCENDING_ORDER: "DESCENDING"}
 
 
 def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
@@ -54,7 +56,7 @@ def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
 
 def _decode_block(source: Source, location: tuple[int, int], what: str) -> Struct:
     offset, length = location
-    raw = source.read(offset, length)
+    raw = source.read(offset, length, "index")
     try:
         block, end = decode_struct(raw)
     except PageIndexError as err:

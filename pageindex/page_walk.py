@@ -148,6 +148,19 @@ def _next_page(
     return page, data
 
 
+def read_page_header(buf: bytes, pos: int, file_offset: int) -> Page:
+    """The page whose header starts at buf[pos] (at `file_offset` in the file); its body must
+    lie within `buf`."""
+    try:
+        header, end = decode_struct(buf, pos)
+    except PageIndexError as err:
+        raise MalformedFileError(f"bad page header: {err.reason}", offset=file_offset) from None
+    page = _page(header, file_offset, end - pos)
+    if pos + page.size > len(buf):
+        raise MalformedFileError("page runs past the bytes read for it", offset=file_offset)
+    return page
+
+
 def _int(s: Struct | None, field_id: int, what: str, offset: int, lo: int = 0,
          hi: int = MAX_PAGE_BYTES) -> int:
     value = s.get(field_id) if s is not None else None

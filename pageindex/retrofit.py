@@ -62,20 +62,22 @@ class RetrofitResult:
         }
 
 
-def read_footer(source: Source) -> Footer:
-    """Read and validate the footer with at most two ranged reads."""
+def read_footer(source: Source, tail_bytes: int = TAIL_READ, check_head: bool = True) -> Footer:
+    """Read and validate the footer: the head magic (optional), then one read of the tail and a
+    second one only when the footer is longer than that tail."""
     size = source.size
-    head = source.read(0, 4)
-    if head not in (b"PAR1", b"PARE"):
-        raise NotParquetError("no Parquet magic at start of file", path=source.path)
-    tail = source.read(max(0, size - TAIL_READ), min(size, TAIL_READ))
+    if check_head:
+        head = source.read(0, 4, "footer")
+        if head not in (b"PAR1", b"PARE"):
+            raise NotParquetError("no Parquet magic at start of file", path=source.path)
+        if head == b"PARE" and size >= 12:
+            raise EncryptedFileError("encrypted file (PARE magic)", path=source.path)
+    tail = source.read(max(0, size - tail_bytes), min(size, tail_bytes), "footer")
     length = parse_tail(tail, size, source.path)
-    if head == b"PARE":
-        raise EncryptedFileError("encrypted file (PARE magic)", path=source.path)
     if length + 8 <= len(tail):
         raw = tail[len(tail) - 8 - length : len(tail) - 8]
     else:
-        raw = source.read(size - 8 - length, length)
+        raw = source.read(size - 8 - length, length, "footer")
     return decode_footer(raw, size, source.path)
 
 

@@ -19,12 +19,12 @@ class IOStats:
 
     requests: int = 0
     bytes_read: int = 0
-    ranges: list[tuple[int, int]] = field(default_factory=list)
+    ranges: list[tuple[int, int, str]] = field(default_factory=list)  # offset, length, purpose
 
-    def record(self, offset: int, length: int) -> None:
+    def record(self, offset: int, length: int, purpose: str) -> None:
         self.requests += 1
         self.bytes_read += length
-        self.ranges.append((offset, length))
+        self.ranges.append((offset, length, purpose))
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,9 @@ class Source:
     def size(self) -> int:
         return self.version.size
 
-    def read(self, offset: int, length: int) -> bytes:
-        """Exactly `length` bytes at `offset` (fewer only if the file is shorter)."""
+    def read(self, offset: int, length: int, purpose: str = "data") -> bytes:
+        """Exactly `length` bytes at `offset` (fewer only if the file is shorter); `purpose`
+        labels the read in the stats (footer, index, dictionary, data)."""
         if offset < 0 or length < 0:
             raise StorageError(f"invalid read of {length} bytes at {offset}", path=self.path)
         end = min(offset + length, self.size)
@@ -67,7 +68,7 @@ class Source:
                 data = self.fs.cat_file(self.path, start=offset, end=end)
         except OSError as err:
             raise StorageError(f"read failed: {err}", path=self.path, offset=offset) from err
-        self.stats.record(offset, len(data))
+        self.stats.record(offset, len(data), purpose)
         return data
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ logical types or an embedded ARROW:schema, and pyarrow only sees metadata pagein
 from __future__ import annotations
 
 import struct
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,34 +29,45 @@ def _bare_element(element: Struct, is_leaf: bool) -> Struct:
     return Struct(tuple(sorted(fields, key=lambda f: f.id)))
 
 
-def synthesize(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by: bytes | None) -> bytes:
-    """A complete Parquet file holding just this chunk's bytes under a physical-types schema."""
-    leaf = chunk.leaf
-    elements = [Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, 1)))]
-    elements += [_bare_element(e, i == len(leaf.ancestry) - 1) for i, e in enumerate(leaf.ancestry)]
-    shift = len(_MAGIC) - pages.start
-    first_data = pages.pages[0].offset if pages.pages else pages.start
-    meta = [
-        Field(1, T.I32, leaf.physical_type),
-        Field(2, T.LIST, TList(T.I32, (0,))),
-        Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in leaf.path))),
-        Field(4, T.I32, chunk.codec),
-        Field(5, T.I64, sum(p.num_values for p in pages.pages)),
-        Field(6, T.I64, sum(p.header_size + p.uncompressed_size for p in pages.pages)),
-        Field(7, T.I64, len(pages.data)),
-        Field(9, T.I64, first_data + shift),
-    ]
-    if pages.dictionary is not None:
-        meta.append(Field(11, T.I64, pages.dictionary.offset + shift))
-    column = Struct((Field(2, T.I64, len(_MAGIC)), Field(3, T.STRUCT, Struct(tuple(meta)))))
+def bare_path(chunk: ChunkMeta) -> list[Struct]:
+    """The leaf's path as schema elements stripped to physical types (one child per group)."""
+    ancestry = chunk.leaf.ancestry
+    return [_bare_element(e, i == len(ancestry) - 1) for i, e in enumerate(ancestry)]
+
+
+def synthesize(elements: Sequence[Struct], columns: Sequence[tuple[ChunkMeta, ChunkPages]],
+               num_rows: int, created_by: bytes | None) -> bytes:
+    """A complete Parquet file with one row group holding these chunks' bytes, under a schema of
+    one top-level field given as its depth-first `elements` (the root is added)."""
+    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, 1)))
+    body, chunk_structs = [], []
+    pos = len(_MAGIC)
+    for chunk, pages in columns:
+        shift = pos - pages.start
+        first_data = pages.pages[0].offset if pages.pages else pages.start
+        meta = [
+            Field(1, T.I32, chunk.leaf.physical_type),
+            Field(2, T.LIST, TList(T.I32, (0,))),
+            Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in chunk.leaf.path))),
+            Field(4, T.I32, chunk.codec),
+            Field(5, T.I64, sum(p.num_values for p in pages.pages)),
+            Field(6, T.I64, sum(p.header_size + p.uncompressed_size for p in pages.pages)),
+            Field(7, T.I64, len(pages.data)),
+            Field(9, T.I64, first_data + shift),
+        ]
+        if pages.dictionary is not None:
+            meta.append(Field(11, T.I64, pages.dictionary.offset + shift))
+        chunk_structs.append(Struct((Field(2, T.I64, pos), Field(3, T.STRUCT, Struct(tuple(meta))))))
+        body.append(pages.data)
+        pos += len(pages.data)
     row_group = Struct((
-        Field(1, T.LIST, TList(T.STRUCT, (column,))),
-        Field(2, T.I64, len(pages.data)),
+        Field(1, T.LIST, TList(T.STRUCT, tuple(chunk_structs))),
+        Field(2, T.I64, pos - len(_MAGIC)),
         Field(3, T.I64, num_rows),
     ))
     file_meta = [
         Field(1, T.I32, 1),
-        Field(2, T.LIST, TList(T.STRUCT, tuple(elements))),
+        Field(2, T.LIST, TList(T.STRUCT, (root, *elements))),
         Field(3, T.I64, num_rows),
         Field(4, T.LIST, TList(T.STRUCT, (row_group,))),
     ]
@@ -63,7 +75,7 @@ def synthesize(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by: b
         # Arrow C++ keys workarounds for known writer bugs on created_by; keep it.
         file_meta.append(Field(6, T.BINARY, created_by))
     footer = encode_struct(Struct(tuple(file_meta)))
-    return b"".join((_MAGIC, pages.data, footer, struct.pack("<I", len(footer)), _MAGIC))
+    return b"".join((_MAGIC, *body, footer, struct.pack("<I", len(footer)), _MAGIC))
 
 
 BATCH_ROWS = 1 << 16
@@ -75,7 +87,11 @@ def decode_chunk(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by:
 
     A nested batch whose values pass 2 GiB cannot be built, so the batch shrinks until it fits.
     """
-    buf = synthesize(chunk, pages, num_rows, created_by)
+    return decode(synthesize(bare_path(chunk), [(chunk, pages)], num_rows, created_by), num_rows)
+
+
+def decode(buf: bytes, num_rows: int) -> pa.ChunkedArray:
+    """Read a synthesized file's single top-level column, in row batches."""
     batch_rows = BATCH_ROWS
     while True:
         try:
