@@ -50,11 +50,12 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
     }
     try:
         fs, path = filesystem_for(file.url, options.storage_options)
-        if options.output is None:
-            clean_stale_temporaries(fs, path, options.stale_temp_seconds)
         dst = None
         if options.output is not None:
-            _, dst = filesystem_for(record["output"], options.storage_options)
+            dst_fs, dst = filesystem_for(record["output"], options.storage_options)
+            clean_stale_temporaries(dst_fs, dst, options.stale_temp_seconds)
+        else:
+            clean_stale_temporaries(fs, path, options.stale_temp_seconds)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dry_run=options.dry_run)
         record.update(

@@ -108,7 +108,9 @@ def type_order(leaf: Leaf) -> Order:
     stringlike = lid in _STRINGLIKE_LOGICAL or (
         lid is None and ct in (None, CT.UTF8, CT.ENUM, CT.JSON, CT.BSON)
     )
-    return Order(Kind.BYTES, truncatable=stringlike)
+    # A prefix of a FIXED_LEN_BYTE_ARRAY value has the wrong length, so it is no valid value of
+    # the type (and readers such as DataFusion cannot use it); only BYTE_ARRAY bounds truncate.
+    return Order(Kind.BYTES, truncatable=stringlike and ptype == PT.BYTE_ARRAY)
 
 
 def _integer_order(leaf: Leaf) -> Order:

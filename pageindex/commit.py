@@ -6,6 +6,7 @@ are copied server-side from the exact object version read; other filesystems: on
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from typing import Any
 
@@ -68,7 +69,10 @@ def _commit_local(source: Source, prefix_length: int, tail: bytes, dst: str, in_
             out.flush()
             os.fsync(out.fileno())
         if in_place:
-            _check_unchanged(source)
+            # The replacement keeps the original's permissions, not the umask's.
+            os.chmod(tmp, stat.S_IMODE(os.stat(source.path).st_mode))
+        # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
+        _check_unchanged(source)
         os.replace(tmp, dst)
         _fsync_dir(parent)
     except BaseException:
@@ -88,8 +92,7 @@ def _fsync_dir(path: str) -> None:
 def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any,
                    in_place: bool) -> None:
     # An object store makes the object visible only when the upload completes.
-    if in_place:
-        _check_unchanged(source)
+    _check_unchanged(source)
     try:
         with fs.open(dst, "wb") as out:
             _copy_prefix(source, out, prefix_length)
@@ -110,9 +113,8 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
     etag = source.version.etag
     if prefix_length < S3_MIN_PART or etag is None:
         # Too small for a copied part: one PUT of the (small) object.
-        if in_place:
-            _check_unchanged(source)
         body = source.read(0, prefix_length, "copy") + tail
+        _check_unchanged(source)
         _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
         return
     src_bucket, src_key = fs.split_path(source.path)[:2]
@@ -132,8 +134,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
         sent = _s3_call(fs, dst, "upload_part", Bucket=bucket, Key=key, UploadId=upload,
                         PartNumber=len(parts) + 1, Body=tail)
         parts.append({"PartNumber": len(parts) + 1, "ETag": sent["ETag"]})
-        if in_place:
-            _check_unchanged(source)
+        _check_unchanged(source)
         _s3_call(fs, dst, "complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
                  MultipartUpload={"Parts": parts})
     except BaseException:

@@ -184,6 +184,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
     except PageIndexError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except ImportError as err:
+        print(f"error: a filesystem needs a package that is not installed: {err}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - Spark reports executor failures as Py4J errors
         if type(err).__module__.startswith(("py4j", "pyspark")):
             print(f"error: the Spark job failed: {str(err).strip().splitlines()[-1]}", file=sys.stderr)

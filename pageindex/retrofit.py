@@ -149,6 +149,11 @@ def _chunk_indexes(source: Source, footer: Footer, chunk: ChunkMeta, order: Orde
         why = (f"page {levels.split_record_page} does not start at a row boundary "
                "(a record is split across pages), so no index can be valid")
         return ChunkIndexes(None, None), report(False, False, why)
+    empty = [i for i, rows in enumerate(levels.rows) if rows == 0]
+    if empty:
+        why = (f"page {empty[0]} holds no rows: first_row_index could not increase strictly, "
+               "so no index can be valid")
+        return ChunkIndexes(None, None), report(False, False, why)
     if scan.values is None:
         return ChunkIndexes(None, offset_index(pages, levels, None)), report(True, False, order.reason)
     unencoded = unencoded_bytes(scan.values, levels.defined) if is_byte_array else None

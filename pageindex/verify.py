@@ -114,6 +114,12 @@ def _check_offset_index(scan: ChunkScan, oi: OffsetIndexView, fail) -> None:
     if len(oi.pages) != len(walked):
         fail(None, "page locations", f"OffsetIndex lists {len(oi.pages)} pages, the walk found {len(walked)}")
         return
+    said = [loc.first_row_index for loc in oi.pages]
+    if said and said[0] != 0:
+        fail(0, "first_row_index", f"first page starts at row {said[0]}, not 0")
+    for i, (a, b) in enumerate(zip(said, said[1:]), start=1):
+        if b <= a:
+            fail(i, "first_row_index", f"{b} does not increase strictly after {a}")
     first_rows = np.concatenate(([0], np.cumsum(scan.levels.rows)[:-1])) if len(walked) else []
     for i, (loc, page, first) in enumerate(zip(oi.pages, walked, first_rows)):
         if loc.offset != page.offset or loc.compressed_page_size != page.size:
@@ -138,6 +144,8 @@ def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: Col
         for i, (said, real) in enumerate(zip(ci.null_counts, levels.nulls)):
             if said != int(real):
                 fail(i, "null_counts", f"index says {said}, page has {int(real)}")
+            if ci.null_pages[i] and said == 0:
+                fail(i, "null_pages", "a null page with null count 0 (parquet-java rejects it)")
     _check_histogram(ci.definition_level_histograms, levels.def_histograms, "definition_level_histograms", fail)
     _check_histogram(ci.repetition_level_histograms, levels.rep_histograms, "repetition_level_histograms", fail)
     actual = page_bounds(leaf, order, scan.values, levels.defined, NO_TRUNCATION)

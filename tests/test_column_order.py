@@ -1,0 +1,161 @@
+"""pageindex.column_order: the order (and truncatability) of every type, legacy and declared orders."""
+from __future__ import annotations
+
+import pytest
+
+from pageindex.column_order import CT, LT, Kind, order_for, type_order
+from pageindex.footer import F
+from pageindex.retrofit import read_footer
+from pageindex.schema import OPTIONAL, PT, leaves_of
+from pageindex.storage import open_source
+from pageindex.thrift import Field, Struct, T
+from tests.helpers.corpus import corpus_path
+from tests.test_schema import el, root, schema
+
+TYPE_ORDER = Struct((Field(1, T.STRUCT, Struct()),))
+TOTAL_ORDER = Struct((Field(2, T.STRUCT, Struct()),))
+
+
+def logical(member: int, value: Struct | None = None) -> Struct:
+    return Struct((Field(member, T.STRUCT, Struct() if value is None else value),))
+
+
+def integer(bits: int, signed: bool) -> Struct:
+    return logical(LT.INTEGER, Struct((Field(1, T.BYTE, bits), Field(2, T.TRUE, signed))))
+
+
+def leaf(ptype: int, **kw):
+    (one,) = leaves_of(schema(root(1), el("c", OPTIONAL, ptype=ptype, **kw)))
+    return one
+
+
+S, U, FL, B, DB, BO = Kind.SIGNED, Kind.UNSIGNED, Kind.FLOAT, Kind.BYTES, Kind.DECIMAL_BYTES, Kind.BOOLEAN
+
+CASES = [
+    # (id, ptype, schema kwargs, kind or None, truncatable)
+    ("boolean", PT.BOOLEAN, {}, BO, False),
+    ("int32", PT.INT32, {}, S, False),
+    ("int64", PT.INT64, {}, S, False),
+    ("int8_signed", PT.INT32, {"logical": integer(8, True)}, S, False),
+    ("uint8_logical", PT.INT32, {"logical": integer(8, False)}, U, False),
+    ("uint32_logical", PT.INT32, {"logical": integer(32, False)}, U, False),
+    ("uint64_logical", PT.INT64, {"logical": integer(64, False)}, U, False),
+    ("integer_without_signed_field", PT.INT32, {"logical": logical(LT.INTEGER, Struct((Field(1, T.BYTE, 8),)))}, S, False),
+    # converted-type-only legacy files
+    ("uint8_converted", PT.INT32, {"converted": 11}, U, False),
+    ("uint16_converted", PT.INT32, {"converted": 12}, U, False),
+    ("uint32_converted", PT.INT32, {"converted": 13}, U, False),
+    ("uint64_converted", PT.INT64, {"converted": 14}, U, False),
+    ("int8_converted", PT.INT32, {"converted": 15}, S, False),
+    ("int64_converted", PT.INT64, {"converted": 18}, S, False),
+    ("date_converted", PT.INT32, {"converted": 6}, S, False),
+    ("time_millis_converted", PT.INT32, {"converted": 7}, S, False),
+    ("timestamp_micros_converted", PT.INT64, {"converted": 10}, S, False),
+    ("decimal_int32_converted", PT.INT32, {"converted": CT.DECIMAL, "scale": 2, "precision": 9}, S, False),
+    ("decimal_int64_converted", PT.INT64, {"converted": CT.DECIMAL, "scale": 2, "precision": 18}, S, False),
+    ("decimal_flba_converted", PT.FIXED_LEN_BYTE_ARRAY, {"converted": CT.DECIMAL, "type_length": 9}, DB, False),
+    ("decimal_binary_converted", PT.BYTE_ARRAY, {"converted": CT.DECIMAL}, DB, False),
+    ("utf8_converted", PT.BYTE_ARRAY, {"converted": CT.UTF8}, B, True),
+    ("enum_converted", PT.BYTE_ARRAY, {"converted": CT.ENUM}, B, True),
+    ("json_converted", PT.BYTE_ARRAY, {"converted": CT.JSON}, B, True),
+    ("bson_converted", PT.BYTE_ARRAY, {"converted": CT.BSON}, B, True),
+    ("interval_converted", PT.FIXED_LEN_BYTE_ARRAY, {"converted": CT.INTERVAL, "type_length": 12}, None, False),
+    # logical types
+    ("date", PT.INT32, {"logical": logical(LT.DATE)}, S, False),
+    ("time", PT.INT64, {"logical": logical(LT.TIME)}, S, False),
+    ("timestamp", PT.INT64, {"logical": logical(LT.TIMESTAMP)}, S, False),
+    ("decimal_int32", PT.INT32, {"logical": logical(LT.DECIMAL)}, S, False),
+    ("decimal_flba", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.DECIMAL), "type_length": 16}, DB, False),
+    ("decimal_binary", PT.BYTE_ARRAY, {"logical": logical(LT.DECIMAL)}, DB, False),
+    ("null_type_int32", PT.INT32, {"logical": logical(LT.UNKNOWN)}, S, False),
+    ("string_on_int", PT.INT32, {"logical": logical(LT.STRING)}, None, False),
+    ("float", PT.FLOAT, {}, FL, False),
+    ("double", PT.DOUBLE, {}, FL, False),
+    ("float16", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 2}, FL, False),
+    ("float16_bad_width", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 4}, None, False),
+    ("float16_on_binary", PT.BYTE_ARRAY, {"logical": logical(LT.FLOAT16)}, None, False),
+    ("binary", PT.BYTE_ARRAY, {}, B, True),
+    ("string", PT.BYTE_ARRAY, {"logical": logical(LT.STRING)}, B, True),
+    ("enum", PT.BYTE_ARRAY, {"logical": logical(LT.ENUM)}, B, True),
+    ("json", PT.BYTE_ARRAY, {"logical": logical(LT.JSON)}, B, True),
+    ("bson", PT.BYTE_ARRAY, {"logical": logical(LT.BSON)}, B, True),
+    ("uuid", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.UUID), "type_length": 16}, B, False),
+    # A prefix of a fixed-length value is no valid value of the type: FLBA bounds never truncate.
+    ("flba_plain", PT.FIXED_LEN_BYTE_ARRAY, {"type_length": 7}, B, False),
+    ("int96", PT.INT96, {}, None, False),
+    ("geometry", PT.BYTE_ARRAY, {"logical": logical(LT.GEOMETRY)}, None, False),
+    ("geography", PT.BYTE_ARRAY, {"logical": logical(LT.GEOGRAPHY)}, None, False),
+    ("unknown_logical_99", PT.BYTE_ARRAY, {"logical": logical(99)}, None, False),
+    ("unknown_logical_2555", PT.INT64, {"logical": logical(2555)}, None, False),
+    ("reserved_logical_9", PT.INT32, {"logical": logical(9)}, None, False),
+]
+
+
+@pytest.mark.parametrize("name,ptype,kw,kind,truncatable", CASES, ids=[c[0] for c in CASES])
+def test_type_order(name, ptype, kw, kind, truncatable):
+    order = type_order(leaf(ptype, **kw))
+    assert order.kind is kind
+    assert order.indexable == (kind is not None)
+    assert order.truncatable is truncatable
+    assert not order.total_order
+    if kind is None:
+        assert order.reason  # always says why
+    # With no declared order, and with TYPE_ORDER declared, the result is the same.
+    assert order_for(leaf(ptype, **kw), None) == order
+    assert order_for(leaf(ptype, **kw), TYPE_ORDER) == order
+
+
+@pytest.mark.parametrize("ptype,kw", [(PT.FLOAT, {}), (PT.DOUBLE, {}),
+                                      (PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 2})])
+def test_total_order_on_floats(ptype, kw):
+    order = order_for(leaf(ptype, **kw), TOTAL_ORDER)
+    assert order.kind is Kind.FLOAT and order.total_order and not order.truncatable
+
+
+@pytest.mark.parametrize("ptype,kw", [(PT.INT32, {}), (PT.INT64, {}), (PT.BYTE_ARRAY, {}), (PT.BOOLEAN, {}),
+                                      (PT.INT96, {}),
+                                      (PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.DECIMAL), "type_length": 4})])
+def test_total_order_on_non_float_refused(ptype, kw):
+    order = order_for(leaf(ptype, **kw), TOTAL_ORDER)
+    assert order.kind is None and "IEEE_754_TOTAL_ORDER" in order.reason
+
+
+@pytest.mark.parametrize("declared", [
+    Struct((Field(3, T.STRUCT, Struct()),)),  # a future ColumnOrder member
+    Struct(),  # empty union
+    Struct((Field(1, T.STRUCT, Struct()), Field(2, T.STRUCT, Struct()))),  # two members
+])
+def test_unknown_declared_order(declared):
+    order = order_for(leaf(PT.INT32), declared)
+    assert order.kind is None and order.reason
+
+
+def test_declared_not_a_struct():
+    assert order_for(leaf(PT.INT32), 5).kind is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("file,column,kind,total,truncatable", [
+    # converted-type-only legacy files from the corpus
+    ("parquet-testing/data/nested_structs.rust.parquet", "roll_num.count", U, False, False),  # UINT_64
+    ("parquet-testing/data/nested_structs.rust.parquet", "roll_num.min", S, False, False),  # INT_64
+    ("parquet-testing/data/concatenated_gzip_members.parquet", "long_col", U, False, False),
+    ("parquet-testing/data/datapage_v2.snappy.parquet", "a", B, False, True),  # UTF8
+    ("parquet-testing/data/fixed_length_decimal_legacy.parquet", "value", DB, False, False),
+    ("parquet-testing/data/byte_array_decimal.parquet", "value", DB, False, False),
+    ("parquet-testing/data/int32_decimal.parquet", "value", S, False, False),
+    ("parquet-testing/data/unknown-logical-type.parquet", "column with unknown type", None, False, False),
+    ("parquet-testing/data/alltypes_plain.parquet", "timestamp_col", None, False, False),  # INT96
+    ("parquet-testing/data/geospatial/geospatial.parquet", "geometry", None, False, False),
+    ("parquet-testing/data/floating_orders_nan_count.parquet", "float16_ieee754", FL, True, False),
+    ("parquet-testing/data/floating_orders_nan_count.parquet", "double_typedef", FL, False, False),
+    ("arrow-testing/alltypes-java.parquet", "uint8", U, False, False),
+    ("arrow-testing/alltypes-java.parquet", "float16", FL, False, False),
+    ("arrow-testing/alltypes-java.parquet", "decimal128", DB, False, False),
+])
+def test_corpus_orders(file, column, kind, total, truncatable):
+    with open_source(str(corpus_path(file))) as s:
+        footer = read_footer(s)
+    orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
+    (lf,) = [l for l in footer.leaves if l.dotted == column]
+    order = order_for(lf, orders.items[lf.index] if orders else None)
+    assert (order.kind, order.total_order, order.truncatable) == (kind, total, truncatable)

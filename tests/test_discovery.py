@@ -1,0 +1,178 @@
+"""pageindex.discovery: URL normalisation, hidden entries, table-format detection, expansion."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pageindex.discovery import (
+    InputFile,
+    discover,
+    filesystem_for,
+    is_hidden,
+    normalize_url,
+    table_format,
+)
+from pageindex.errors import StorageError
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("s3a://bucket/a/b.parquet", "s3://bucket/a/b.parquet"),
+    ("s3n://bucket/a/", "s3://bucket/a/"),
+    ("s3://bucket/a", "s3://bucket/a"),
+    ("file:///tmp/x/y.parquet", "/tmp/x/y.parquet"),
+    ("/tmp/x/y.parquet", "/tmp/x/y.parquet"),
+    ("relative/dir", "relative/dir"),
+    ("gs://bucket/k", "gs://bucket/k"),
+])
+def test_normalize_url(url, expected):
+    assert normalize_url(url) == expected
+
+
+def test_s3a_and_s3_name_the_same_object():
+    storage = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:1"}}
+    fs_a, path_a = filesystem_for("s3a://bucket/dir/key.parquet", storage)
+    fs_s, path_s = filesystem_for("s3://bucket/dir/key.parquet", storage)
+    assert path_a == path_s == "bucket/dir/key.parquet"
+    assert fs_a is fs_s
+
+
+@pytest.mark.parametrize("url", ["file:///tmp/x/y", "file:/tmp/x/y", "/tmp/x/y"])
+def test_local_urls(url):
+    # file:/ (one slash) is how Hadoop and Spark's catalog print local locations
+    fs, path = filesystem_for(url, {})
+    assert path == "/tmp/x/y"
+    assert "file" in fs.protocol
+
+
+@pytest.mark.parametrize("relative, hidden", [
+    ("_SUCCESS", True),
+    ("._SUCCESS.crc", True),
+    (".part-00000.parquet.crc", True),
+    ("day=1/_SUCCESS", True),
+    ("day=1/.part-0.parquet.crc", True),
+    ("_temporary/0/task_1/part-0.parquet", True),
+    ("day=1/_temporary/0/part-0.parquet", True),
+    ("_delta_log/00000000000000000010.checkpoint.parquet", True),
+    ("day=1/.part-0.parquet.pageindex-tmp-0123abcd", True),
+    ("part-00000.parquet", False),
+    ("day=1/part-00000.parquet", False),
+    ("day=1/hour=2/part_00000.parquet", False),  # an underscore inside a name is fine
+    ("my_table/part-0.parquet", False),
+])
+def test_is_hidden(relative, hidden):
+    assert is_hidden(relative) is hidden
+
+
+def touch(path: Path, data: bytes = b"PAR1") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def local_fs():
+    return filesystem_for("/", {})[0]
+
+
+def test_table_format_at_root_and_below(tmp_path, local_fs):
+    delta = tmp_path / "delta_tbl"
+    touch(delta / "_delta_log" / "00000000000000000000.json", b"{}")
+    part = delta / "day=2024-01-01" / "hour=03"
+    touch(part / "part-0.parquet")
+    assert table_format(local_fs, str(delta)) == "delta"
+    assert table_format(local_fs, str(part)) == "delta"           # nested partitions below the root
+    assert table_format(local_fs, str(part) + "/") == "delta"
+
+    iceberg = tmp_path / "ice"
+    touch(iceberg / "metadata" / "v1.metadata.json", b"{}")
+    touch(iceberg / "data" / "p=1" / "x.parquet")
+    assert table_format(local_fs, str(iceberg / "data" / "p=1")) == "iceberg"
+
+    hudi = tmp_path / "hudi"
+    touch(hudi / ".hoodie" / "hoodie.properties", b"x")
+    touch(hudi / "p=1" / "x.parquet")
+    assert table_format(local_fs, str(hudi / "p=1")) == "hudi"
+
+    plain = tmp_path / "plain" / "p=1"
+    touch(plain / "x.parquet")
+    touch(tmp_path / "plain" / "metadata" / "notes.json", b"{}")  # not Iceberg: no *.metadata.json
+    assert table_format(local_fs, str(plain)) is None
+    assert table_format(local_fs, str(tmp_path / "plain")) is None
+
+
+def test_discover_partition_of_delta_table(tmp_path):
+    delta = tmp_path / "delta_tbl"
+    touch(delta / "_delta_log" / "00000000000000000000.json", b"{}")
+    f = touch(delta / "day=1" / "part-0.parquet")
+    found = discover([str(delta / "day=1")])
+    assert found.table_formats == ((str(delta / "day=1"), "delta"),)
+    assert found.files == (InputFile(str(f), 4, "part-0.parquet"),)
+    found = discover([str(f)])  # a single data file of the table
+    assert [kind for _, kind in found.table_formats] == ["delta"]
+
+
+def test_discover_skips_hidden_and_keeps_relative_paths(tmp_path):
+    root = tmp_path / "events"
+    data = [touch(root / "day=1" / "part-0.parquet"), touch(root / "day=2" / "hour=1" / "part-0.parquet")]
+    touch(root / "_SUCCESS", b"")
+    touch(root / "day=1" / ".part-0.parquet.crc", b"crc")
+    touch(root / "_temporary" / "0" / "part-9.parquet")
+    touch(root / ".hive-staging_1" / "part-8.parquet")
+    found = discover([str(root)])
+    assert found.table_formats == ()
+    assert [f.url for f in found.files] == sorted(str(p) for p in data)
+    assert [f.relative for f in found.files] == ["day=1/part-0.parquet", "day=2/hour=1/part-0.parquet"]
+    # a file:// URL and a trailing slash name the same files
+    assert discover([f"file://{root}/"]).files == found.files
+
+
+def test_discover_glob_skips_hidden(tmp_path):
+    root = tmp_path / "events"
+    touch(root / "day=1" / "part-0.parquet")
+    touch(root / "_SUCCESS", b"")
+    touch(root / "_temporary" / "0" / "part-9.parquet")
+    found = discover([f"{root}/*"])
+    assert [f.url for f in found.files] == [str(root / "day=1" / "part-0.parquet")]
+
+
+def test_discover_overlapping_inputs_once(tmp_path):
+    root = tmp_path / "events"
+    f = touch(root / "day=1" / "part-0.parquet")
+    found = discover([str(root), str(f), f"{root}/day=*/*.parquet"])
+    assert [x.url for x in found.files] == [str(f)]
+
+
+def test_discover_missing_inputs(tmp_path):
+    with pytest.raises(StorageError):
+        discover([str(tmp_path / "missing")])
+    with pytest.raises(StorageError):
+        discover([str(tmp_path / "nothing-*.parquet")])
+
+
+def test_discover_s3(s3fs_fs, s3_bucket, s3_storage_options):
+    fs, bucket = s3fs_fs, s3_bucket
+    for key in ("tbl/day=1/part-0.parquet", "tbl/day=2/part-0.parquet", "tbl/_SUCCESS",
+                "tbl/_temporary/0/part-9.parquet", "tbl/day=1/.part-0.parquet.crc",
+                "delta/_delta_log/00000000000000000000.json", "delta/day=1/hour=2/part-0.parquet"):
+        fs.pipe(f"{bucket}/{key}", b"PAR1")
+    for url in (f"s3://{bucket}/tbl", f"s3a://{bucket}/tbl/"):
+        found = discover([url], s3_storage_options)
+        assert [f.url for f in found.files] == [f"s3://{bucket}/tbl/day=1/part-0.parquet",
+                                                f"s3://{bucket}/tbl/day=2/part-0.parquet"]
+        assert [f.relative for f in found.files] == ["day=1/part-0.parquet", "day=2/part-0.parquet"]
+        assert found.table_formats == ()
+    for sub in ("delta", "delta/day=1", "delta/day=1/hour=2", "delta/day=1/hour=2/part-0.parquet"):
+        found = discover([f"s3a://{bucket}/{sub}"], s3_storage_options)
+        assert [kind for _, kind in found.table_formats] == ["delta"], sub
+
+
+def test_discover_s3_sees_objects_written_after_an_earlier_discover(s3fs_fs, s3_bucket,
+                                                                     s3_storage_options):
+    """One driver, two runs: what was written in between must be seen (no stale listing)."""
+    fs, bucket = s3fs_fs, s3_bucket
+    fs.pipe(f"{bucket}/a/part-0.parquet", b"PAR1")
+    assert len(discover([f"s3://{bucket}/a"], s3_storage_options).files) == 1
+    fs.pipe(f"{bucket}/b/part-0.parquet", b"PAR1")  # new data under a new prefix
+    assert [f.url for f in discover([f"s3://{bucket}/b"], s3_storage_options).files] == [
+        f"s3://{bucket}/b/part-0.parquet"]
