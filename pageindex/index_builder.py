@@ -167,56 +167,58 @@ def _float_bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np
     n = len(defined)
     if not order.total_order and nan.any():
         return Refusal("chunk holds NaN: bounds under TYPE_ORDER would hide those rows")
+    starts, pages = _segments(defined)
+    if not order.total_order:
+        return _type_order_float_bounds(floats, fdtype, starts, pages, n)
     ints = raw.view(idtype).astype(np.int64)
     # IEEE 754 totalOrder as a signed integer: flip the magnitude bits of negative numbers.
     key = np.where(ints < 0, ints ^ ((1 << (bits - 1)) - 1), ints)
-    starts, pages = _segments(defined)
     ends = np.append(starts[1:], len(key)) if len(starts) else starts
     lo_b, hi_b, lo_k, hi_k = [], [], [], []
-    nan_counts = None
-    if order.total_order:
-        cum_nan = np.concatenate(([0], np.cumsum(nan)))
-        bounds_all = np.concatenate(([0], np.cumsum(defined)))
-        nan_counts = tuple(int(x) for x in cum_nan[bounds_all[1:]] - cum_nan[bounds_all[:-1]])
-        # Pages with numbers bound the numbers only; all-NaN pages bound their NaNs.
-        masked = np.where(nan, np.iinfo(np.int64).max, key)
-        lo_key = np.minimum.reduceat(masked, starts) if len(starts) else masked[:0]
-        masked = np.where(nan, np.iinfo(np.int64).min, key)
-        hi_key = np.maximum.reduceat(masked, starts) if len(starts) else masked[:0]
-        for i, (s, e) in enumerate(zip(starts, ends)):
-            if lo_key[i] == np.iinfo(np.int64).max:
-                lo_key[i] = key[s:e].min()
-                hi_key[i] = key[s:e].max()
-    else:
-        lo_key = np.minimum.reduceat(key, starts) if len(starts) else key[:0]
-        hi_key = np.maximum.reduceat(key, starts) if len(starts) else key[:0]
+    cum_nan = np.concatenate(([0], np.cumsum(nan)))
+    bounds_all = np.concatenate(([0], np.cumsum(defined)))
+    nan_counts = tuple(int(x) for x in cum_nan[bounds_all[1:]] - cum_nan[bounds_all[:-1]])
+    # Pages with numbers bound the numbers only; all-NaN pages bound their NaNs.
+    masked = np.where(nan, np.iinfo(np.int64).max, key)
+    lo_key = np.minimum.reduceat(masked, starts) if len(starts) else masked[:0]
+    masked = np.where(nan, np.iinfo(np.int64).min, key)
+    hi_key = np.maximum.reduceat(masked, starts) if len(starts) else masked[:0]
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        if lo_key[i] == np.iinfo(np.int64).max:
+            lo_key[i] = key[s:e].min()
+            hi_key[i] = key[s:e].max()
     for lo, hi in zip(lo_key.tolist(), hi_key.tolist()):
-        lo_f, hi_f = _key_to_bytes(lo, idtype, bits), _key_to_bytes(hi, idtype, bits)
-        if not order.total_order:
-            # TYPE_ORDER: zero bounds are written as -0.0 (min) and +0.0 (max).
-            if _is_zero(lo_f, fdtype):
-                lo_f, lo = np.array([-0.0], fdtype).tobytes(), _zero_key(True, bits)
-            if _is_zero(hi_f, fdtype):
-                hi_f, hi = np.array([0.0], fdtype).tobytes(), _zero_key(False, bits)
-        lo_b.append(lo_f)
-        hi_b.append(hi_f)
+        lo_b.append(_key_to_bytes(lo, idtype, bits))
+        hi_b.append(_key_to_bytes(hi, idtype, bits))
         lo_k.append(lo)
         hi_k.append(hi)
     return Bounds(tuple(_spread(n, pages, lo_b)), tuple(_spread(n, pages, hi_b)),
                   tuple(_spread(n, pages, lo_k)), tuple(_spread(n, pages, hi_k)), nan_counts)
 
 
+def _type_order_float_bounds(floats: np.ndarray, fdtype: str, starts: np.ndarray, pages: np.ndarray,
+                             n: int) -> Bounds:
+    """TYPE_ORDER (the chunk holds no NaN): numeric min/max, with zero bounds written as -0.0
+    (min) and +0.0 (max) so either sign of zero in the data stays inside them."""
+    if len(starts):
+        lo = np.minimum.reduceat(floats, starts)
+        hi = np.maximum.reduceat(floats, starts)
+    else:
+        lo = hi = floats[:0]
+    lo = np.where(lo == 0, np.array(-0.0, dtype=fdtype), lo).astype(fdtype)
+    hi = np.where(hi == 0, np.array(0.0, dtype=fdtype), hi).astype(fdtype)
+    width = lo.dtype.itemsize
+    lo_raw, hi_raw = lo.tobytes(), hi.tobytes()
+    lo_b = [lo_raw[i * width : (i + 1) * width] for i in range(len(lo))]
+    hi_b = [hi_raw[i * width : (i + 1) * width] for i in range(len(hi))]
+    lo_k, hi_k = lo.astype(np.float64).tolist(), hi.astype(np.float64).tolist()
+    return Bounds(tuple(_spread(n, pages, lo_b)), tuple(_spread(n, pages, hi_b)),
+                  tuple(_spread(n, pages, lo_k)), tuple(_spread(n, pages, hi_k)), None)
+
+
 def _key_to_bytes(key: int, idtype: str, bits: int) -> bytes:
     raw = key ^ ((1 << (bits - 1)) - 1) if key < 0 else key
     return np.array([raw], dtype=np.int64).astype(idtype).tobytes()
-
-
-def _is_zero(b: bytes, fdtype: str) -> bool:
-    return bool(np.frombuffer(b, dtype=fdtype)[0] == 0)
-
-
-def _zero_key(negative: bool, bits: int) -> int:
-    return -1 if negative else 0
 
 
 def _decimal_bytes_bounds(leaf: Leaf, values: pa.ChunkedArray, defined: np.ndarray) -> Bounds:

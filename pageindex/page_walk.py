@@ -91,7 +91,8 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
     if not 4 <= start < limit:
         raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
     declared_end = min(start + chunk.total_compressed_size, limit)
-    data = bytearray(source.read(start, declared_end - start))
+    # Kept as bytes (no copy); extended only for the rare undersized-chunk quirk.
+    data = source.read(start, declared_end - start)
     pos = 0
     values = 0
     dictionary: Page | None = None
@@ -100,7 +101,7 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
         page, data = _next_page(source, data, start, pos, limit)
         end = pos + page.size
         if end > len(data):
-            data += source.read(start + len(data), end - len(data))
+            data = data + source.read(start + len(data), end - len(data))
         if verify_crc:
             _check_crc(page, memoryview(data)[pos + page.header_size : end])
         if page.kind == DICTIONARY_PAGE:
@@ -116,12 +117,13 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
             f"pages hold {values} values but the chunk metadata says {chunk.num_values}"
         )
     too_small = pos > chunk.total_compressed_size
-    return ChunkPages(start, bytes(data[:pos]), dictionary, tuple(pages), too_small)
+    return ChunkPages(start, data if pos == len(data) else data[:pos], dictionary, tuple(pages),
+                      too_small)
 
 
 def _next_page(
-    source: Source, data: bytearray, start: int, pos: int, limit: int
-) -> tuple[Page, bytearray]:
+    source: Source, data: bytes, start: int, pos: int, limit: int
+) -> tuple[Page, bytes]:
     """Decode the header at data[pos], reading further bytes if the header runs past them."""
     window = 1 << 16
     while True:
@@ -136,7 +138,7 @@ def _next_page(
                 raise MalformedFileError("page header runs past the chunk's region",
                                          offset=start + pos) from None
             more = min(window, limit - start - len(data))
-            data += source.read(start + len(data), more)
+            data = data + source.read(start + len(data), more)
             window *= 4
         except PageIndexError as err:
             raise MalformedFileError(f"bad page header: {err.reason}", offset=start + pos) from None

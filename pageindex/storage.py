@@ -51,6 +51,16 @@ class Source:
     def size(self) -> int:
         return self.version.size
 
+    @property
+    def local(self) -> bool:
+        return self._local
+
+    def fileno(self) -> int:
+        """The OS file descriptor of a local source (opened on first use)."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        return self._fd
+
     def read(self, offset: int, length: int, purpose: str = "data") -> bytes:
         """Exactly `length` bytes at `offset` (fewer only if the file is shorter); `purpose`
         labels the read in the stats (footer, index, dictionary, data)."""
@@ -61,9 +71,7 @@ class Source:
             return b""
         try:
             if self._local:
-                if self._fd is None:
-                    self._fd = os.open(self.path, os.O_RDONLY)
-                data = os.pread(self._fd, end - offset, offset)
+                data = os.pread(self.fileno(), end - offset, offset)
             else:
                 data = self.fs.cat_file(self.path, start=offset, end=end)
         except OSError as err:

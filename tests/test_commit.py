@@ -67,6 +67,31 @@ def test_temp_names_are_unique():
     assert len(names) == 100 and all(n.startswith("/x/.y.parquet" + commit_mod.TEMP_TAG) for n in names)
 
 
+@pytest.fixture(params=["python", "kernel"])
+def copy_path(request, monkeypatch):
+    """The prefix copy goes through Source.read, or (local to local) os.copy_file_range."""
+    if request.param == "python":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    elif not hasattr(os, "copy_file_range"):
+        pytest.skip("no os.copy_file_range on this platform")
+    return request.param
+
+
+def _on_kernel_copy(monkeypatch, action) -> dict:
+    """Run `action` at the first os.copy_file_range call (the kernel-side prefix copy)."""
+    real = os.copy_file_range
+    state = {"calls": 0}
+
+    def wrapped(*args, **kwargs):
+        state["calls"] += 1
+        if state["calls"] == 1:
+            action()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, "copy_file_range", wrapped)
+    return state
+
+
 def _failing_read(monkeypatch, fail_after: int):
     calls = {"n": 0}
     real_read = Source.read
@@ -92,15 +117,23 @@ def _count_dry_run_reads(path: Path) -> int:
 
 
 @pytest.mark.parametrize("in_place", [True, False])
-def test_failure_mid_copy_leaves_no_temp_file(src, tmp_path, monkeypatch, in_place):
+def test_failure_mid_copy_leaves_no_temp_file(src, tmp_path, monkeypatch, in_place, copy_path):
     original = src.read_bytes()
-    before = _count_dry_run_reads(src)
-    monkeypatch.setattr(commit_mod, "COPY_BLOCK", 4096)  # many reads while copying
-    calls = _failing_read(monkeypatch, before + 3)
     dst = None if in_place else tmp_path / "out" / "o.parquet"
+    if copy_path == "python":
+        before = _count_dry_run_reads(src)
+        monkeypatch.setattr(commit_mod, "COPY_BLOCK", 4096)  # many reads while copying
+        calls = _failing_read(monkeypatch, before + 3)
+    else:
+        def fail():
+            raise OSError(5, "injected kernel copy failure")
+        calls = _on_kernel_copy(monkeypatch, fail)
     with pytest.raises(StorageError, match="injected"):
         pageindex.retrofit(str(src), None if dst is None else str(dst))
-    assert calls["n"] > before + 3  # it failed during the copy, not before
+    if copy_path == "python":
+        assert calls["n"] > before + 3  # it failed during the copy, not before
+    else:
+        assert calls["calls"] == 1
     assert leftovers(src.parent) == []
     assert src.read_bytes() == original
     if dst is not None:
@@ -115,25 +148,31 @@ def test_failure_before_commit_creates_nothing(src, tmp_path, monkeypatch):
     assert not dst.exists()
 
 
-def _modify_during_copy(monkeypatch, path: Path, how: str):
-    """Change the file on disk at the first read of the prefix copy."""
-    real_read = Source.read
+def _modify_during_copy(monkeypatch, path: Path, how: str, copy_path: str):
+    """Change the file on disk when the prefix copy starts."""
     state = {"done": False}
+
+    def modify():
+        state["done"] = True
+        if how == "append":
+            with open(path, "ab") as f:
+                f.write(b"appended by someone else")
+        else:  # same size, new bytes and a new mtime
+            data = bytearray(path.read_bytes())
+            data[100] ^= 0xFF
+            path.write_bytes(bytes(data))
+            st = os.stat(path)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+    if copy_path == "kernel":
+        _on_kernel_copy(monkeypatch, modify)
+        return state
+    real_read = Source.read
 
     def read(self, offset, length, *rest):
         purpose = rest[0] if rest else None
-        if not state["done"] and (purpose == "copy" or (offset == 0 and length >= 4096)):
-            # the prefix copy's first block
-            state["done"] = True
-            if how == "append":
-                with open(path, "ab") as f:
-                    f.write(b"appended by someone else")
-            else:  # same size, new bytes and a new mtime
-                data = bytearray(path.read_bytes())
-                data[100] ^= 0xFF
-                path.write_bytes(bytes(data))
-                st = os.stat(path)
-                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+        if not state["done"] and purpose == "copy":
+            modify()
         return real_read(self, offset, length, *rest)
 
     monkeypatch.setattr(Source, "read", read)
@@ -142,8 +181,8 @@ def _modify_during_copy(monkeypatch, path: Path, how: str):
 
 
 @pytest.mark.parametrize("how", ["append", "rewrite"])
-def test_concurrent_modification_in_place(src, monkeypatch, how):
-    state = _modify_during_copy(monkeypatch, src, how)
+def test_concurrent_modification_in_place(src, monkeypatch, how, copy_path):
+    state = _modify_during_copy(monkeypatch, src, how, copy_path)
     with pytest.raises(ConcurrentModificationError) as err:
         pageindex.retrofit(str(src))
     assert state["done"]
@@ -154,11 +193,11 @@ def test_concurrent_modification_in_place(src, monkeypatch, how):
         assert src.read_bytes().endswith(b"appended by someone else")
 
 
-def test_concurrent_modification_to_other_destination(src, tmp_path, monkeypatch):
+def test_concurrent_modification_to_other_destination(src, tmp_path, monkeypatch, copy_path):
     """Writing to another path while the source's data bytes change would pair the NEW prefix
     bytes with an index computed from the OLD data: that must be refused as well, not committed.
-    (LIBRARY BUG at the time of writing: only in-place commits check the source version.)"""
-    state = _modify_during_copy(monkeypatch, src, "rewrite")
+    """
+    state = _modify_during_copy(monkeypatch, src, "rewrite", copy_path)
     dst = tmp_path / "elsewhere.parquet"
     with pytest.raises(ConcurrentModificationError):
         pageindex.retrofit(str(src), str(dst))
