@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ class JobOptions:
     truncate_length: int = 64
     storage_options: dict[str, Any] = field(default_factory=dict)
     stale_temp_seconds: float = 3600.0
+    trust_page_stats: bool = False
 
 
 def output_url(file: InputFile, options: JobOptions) -> str | None:
@@ -53,11 +55,13 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
         dst = None
         if options.output is not None:
             dst_fs, dst = filesystem_for(record["output"], options.storage_options)
-            clean_stale_temporaries(dst_fs, dst, options.stale_temp_seconds)
-        else:
+            if not options.dry_run:
+                clean_stale_temporaries(dst_fs, dst, options.stale_temp_seconds)
+        elif not options.dry_run:
             clean_stale_temporaries(fs, path, options.stale_temp_seconds)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
-                          filesystem=fs, dry_run=options.dry_run)
+                          filesystem=fs, dry_run=options.dry_run,
+                          trust_page_stats=options.trust_page_stats)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
@@ -70,7 +74,7 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
         if result.status == ALREADY and options.copy_unchanged and dst is not None and not options.dry_run:
-            fs.copy(path, dst)
+            copy_file(file.url, record["output"], options.storage_options)
     except NotParquetError as err:
         record.update(status=SKIPPED, reason=err.reason)
     except ConcurrentModificationError as err:
@@ -88,11 +92,23 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
 
 def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) -> None:
     try:
-        fs, src = filesystem_for(file.url, options.storage_options)
-        _, dst = filesystem_for(record["output"], options.storage_options)
-        fs.copy(src, dst)
+        copy_file(file.url, record["output"], options.storage_options)
     except OSError as err:
         record["reason"] += f" (copy failed: {err})"
+
+
+def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> None:
+    """Copy a file unchanged, server-side within one filesystem, streamed across two."""
+    src_fs, src = filesystem_for(src_url, storage_options)
+    dst_fs, dst = filesystem_for(dst_url, storage_options)
+    parent = posixpath.dirname(dst)
+    if parent:
+        dst_fs.makedirs(parent, exist_ok=True)
+    if src_fs is dst_fs:
+        src_fs.copy(src, dst)
+        return
+    with src_fs.open(src, "rb") as reader, dst_fs.open(dst, "wb") as writer:
+        shutil.copyfileobj(reader, writer, 8 << 20)
 
 
 def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:

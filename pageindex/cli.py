@@ -29,7 +29,9 @@ def _summary(result: RetrofitResult) -> str:
     lines = [
         f"{result.path}: {result.status}" + (f" -> {result.output}" if result.output and result.output != result.path else ""),
         f"  row groups {result.row_groups}, pages {result.pages}, chunks {len(result.chunks)}"
-        f" ({with_ci} with ColumnIndex, {len(result.chunks) - with_ci} without)",
+        f" ({with_ci} with ColumnIndex, {len(result.chunks) - with_ci} without)"
+        + (f", {sum(c.source == 'page_stats' for c in result.chunks)} from page-header statistics"
+           if any(c.source == "page_stats" for c in result.chunks) else ""),
         f"  size {result.bytes_in} -> {result.bytes_out} bytes (+{result.bytes_out - result.bytes_in}),"
         f" read {result.bytes_read} bytes in {result.seconds:.2f}s",
     ]
@@ -45,7 +47,7 @@ def _summary(result: RetrofitResult) -> str:
 
 def _cmd_retrofit(args: argparse.Namespace) -> int:
     result = retrofit(args.src, args.dst, truncate_length=args.truncate_length, force=args.force,
-                      dry_run=args.dry_run)
+                      dry_run=args.dry_run, trust_page_stats=args.trust_page_stats)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -124,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
                    help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
     r.add_argument("--force", action="store_true", help="rebuild even if the file is already indexed")
     r.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
+    r.add_argument("--trust-page-stats", action="store_true",
+                   help="build bounds from page-header statistics where trustworthy (much faster; "
+                        "floats, nested columns and known-bad writers are still decoded)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     r.set_defaults(run=_cmd_retrofit)
 

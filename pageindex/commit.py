@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 
 from .errors import ConcurrentModificationError, StorageError
-from .storage import Source, file_version
+from .storage import Source, current_version
 
 COPY_BLOCK = 8 << 20
 TEMP_TAG = ".pageindex-tmp-"
@@ -56,8 +56,7 @@ def _copy_prefix_in_kernel(source: Source, out: Any, length: int) -> None:
 
 
 def _check_unchanged(source: Source) -> None:
-    now = file_version(source.fs, source.path)
-    if now != source.version:
+    if current_version(source) != source.version:
         raise ConcurrentModificationError(
             "file changed while it was processed; not overwritten", path=source.path
         )
@@ -93,12 +92,22 @@ def _commit_local(source: Source, prefix_length: int, tail: bytes, dst: str, in_
             os.chmod(tmp, stat.S_IMODE(os.stat(source.path).st_mode))
         # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
         _check_unchanged(source)
+        _drop_stale_checksum(dst)
         os.replace(tmp, dst)
         _fsync_dir(parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _drop_stale_checksum(path: str) -> None:
+    """Hadoop's local filesystem keeps a ".NAME.crc" sidecar and refuses a file that no longer
+    matches it; without one it reads the file unchecked. Removed before the new file appears."""
+    head, name = os.path.split(path)
+    crc = os.path.join(head, f".{name}.crc")
+    if os.path.exists(crc):
+        os.unlink(crc)
 
 
 def _fsync_dir(path: str) -> None:

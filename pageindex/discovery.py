@@ -33,8 +33,9 @@ def normalize_url(url: str) -> str:
     for scheme in ("s3a://", "s3n://"):
         if url.startswith(scheme):
             return "s3://" + url[len(scheme):]
-    if url.startswith("file://"):
-        return url[len("file://"):]
+    for prefix in ("file://localhost/", "file://"):
+        if url.startswith(prefix):
+            return "/" + url[len(prefix):].lstrip("/")
     return url
 
 
@@ -53,8 +54,40 @@ def _with_protocol(fs: Any, path: str, like: str) -> str:
 
 
 def is_hidden(relative: str) -> bool:
-    """_SUCCESS, .crc files, _temporary/ and _delta_log/ style entries are not data files."""
-    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+    """Spark's rule: names starting with "." or "_" (unless a "_col=value" partition) and
+    in-flight "._COPYING_" files are not data: _SUCCESS, .crc, _temporary/, _delta_log/."""
+    return any(_hidden_name(part) for part in relative.split("/") if part)
+
+
+def _hidden_name(name: str) -> bool:
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
+_MARKERS = {"_delta_log": "delta", ".hoodie": "hudi"}
+
+
+def _formats_below(root: str, names: list[str]) -> list[tuple[str, str]]:
+    """Table roots inside a listing: a _delta_log/ or .hoodie/ directory, or Iceberg's
+    metadata/*.metadata.json, found in the files' paths."""
+    found = {}
+    for name in names:
+        parts = name[len(root):].strip("/").split("/")
+        for i, part in enumerate(parts[:-1]):
+            kind = _MARKERS.get(part)
+            if kind is None and part == "metadata" and parts[-1].endswith(".metadata.json") and i == len(parts) - 2:
+                kind = "iceberg"
+            if kind:
+                found.setdefault(posixpath.join(root, *parts[:i]) if i else root.rstrip("/"), kind)
+    return sorted(found.items())
+
+
+def glob_root(path: str) -> str:
+    """The directory above the first glob character: partition folders below it are kept."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return "/".join(parts[:i])
+    return path
 
 
 def table_format(fs: Any, path: str) -> str | None:
@@ -77,35 +110,48 @@ def table_format(fs: Any, path: str) -> str | None:
 def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -> Discovery:
     storage_options = storage_options or {}
     files: dict[str, InputFile] = {}
-    formats = []
+    formats: list[tuple[str, str]] = []
     for raw in inputs:
         fs, path = filesystem_for(raw, storage_options)
-        matches = fs.glob(path) if any(c in path for c in "*?[") else [path]
+        # A long-lived driver must see the store as it is now, not as an earlier run listed it.
+        fs.invalidate_cache()
+        is_glob = any(c in path for c in "*?[")
+        root = glob_root(path) if is_glob else None
+        matches = fs.glob(path) if is_glob else [path]
+        if is_glob:
+            matches = [m for m in matches if not is_hidden(m[len(root):].strip("/"))]
         if not matches:
             raise StorageError("input matches nothing", path=raw)
         for match in matches:
-            found = _expand(fs, match, raw)
+            found, below = _expand(fs, match, raw, root)
             kind = table_format(fs, match if fs.isdir(match) else posixpath.dirname(match))
             if kind:
                 formats.append((raw, kind))
+            else:
+                formats += [(_with_protocol(fs, where, raw), k) for where, k in below]
             for f in found:
                 files.setdefault(f.url, f)
     return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
 
 
-def _expand(fs: Any, path: str, like: str) -> list[InputFile]:
+def _expand(fs: Any, path: str, like: str, glob_base: str | None
+            ) -> tuple[list[InputFile], list[tuple[str, str]]]:
+    """The data files under `path` (relative to the glob's base when it came from a glob) and
+    the table-format roots found among them."""
     try:
         if not fs.isdir(path):
             info = fs.info(path)
-            return [InputFile(_with_protocol(fs, path, like), int(info["size"]), posixpath.basename(path))]
+            relative = path[len(glob_base):].strip("/") if glob_base else posixpath.basename(path)
+            return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative)], []
         entries = fs.find(path, withdirs=False, detail=True)
     except FileNotFoundError:
         raise StorageError("input does not exist", path=like) from None
-    root = path.rstrip("/") + "/"
+    base = (glob_base if glob_base else path).rstrip("/") + "/"
     out = []
     for name, info in entries.items():
-        relative = name[len(root):] if name.startswith(root) else posixpath.basename(name)
-        if is_hidden(relative) or info.get("type") == "directory":
+        below = name[len(path.rstrip("/")) + 1:] if name.startswith(path.rstrip("/") + "/") else posixpath.basename(name)
+        if is_hidden(below) or info.get("type") == "directory":
             continue
+        relative = name[len(base):] if name.startswith(base) else posixpath.basename(name)
         out.append(InputFile(_with_protocol(fs, name, like), int(info["size"]), relative))
-    return out
+    return out, _formats_below(path.rstrip("/"), list(entries))

@@ -41,6 +41,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
     p.add_argument("--force", action="store_true", help="rebuild indexes that already exist")
     p.add_argument("--truncate-length", type=int, default=64, metavar="N")
+    p.add_argument("--trust-page-stats", action="store_true",
+                   help="build bounds from page-header statistics where trustworthy (faster)")
     p.add_argument("--target-task-bytes", default="256m", metavar="SIZE",
                    help="bytes per Spark task (default 256m); larger files get a task each")
     p.add_argument("--max-failures", type=int, default=0, metavar="N",
@@ -75,13 +77,13 @@ def check_modes(args: argparse.Namespace, found: Discovery, provider: str | None
     if args.in_place and formats:
         where, kind = formats[0]
         raise UsageError(
-            f"{where} is inside a {kind} table; {kind} records each data file's size, so changing "
-            "files in place would corrupt the table. Use --output to write indexed copies.")
+            f"{where} is (or holds) a {kind} table; {kind} records each data file's size, so "
+            "changing files in place would corrupt the table. Use --output to write indexed copies.")
     if args.output:
         relatives = [f.relative for f in found.files]
         if len(set(relatives)) != len(relatives):
-            raise UsageError("two inputs contain files with the same relative path; "
-                             "--output cannot mirror them into one tree")
+            raise UsageError("the inputs hold files with the same path below their input roots; "
+                             "--output cannot mirror them into one tree (give one common parent)")
 
 
 def _progress(sc: Any, done: Any, total: int, every: float, stop: threading.Event) -> None:
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace, spark: Any) -> int:
     job_options = JobOptions(
         output=args.output, copy_unchanged=args.copy_unchanged, dry_run=args.dry_run,
         force=args.force, truncate_length=args.truncate_length, storage_options=options,
-        stale_temp_seconds=args.stale_temp_seconds,
+        stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
     )
     records = _run_on_spark(spark, files, job_options, parse_size(args.target_task_bytes),
                             args.progress_seconds) if files else []
@@ -162,7 +164,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         parse_size(args.target_task_bytes)
         if args.output:
             filesystem_for(args.output, storage_options(args))
-    except (ValueError, ImportError) as err:
+    except (ValueError, OverflowError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     if spark is None:

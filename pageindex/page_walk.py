@@ -142,7 +142,7 @@ def _next_page(
             window *= 4
         except PageIndexError as err:
             raise MalformedFileError(f"bad page header: {err.reason}", offset=start + pos) from None
-    page = _page(header, start + pos, end - pos)
+    page = page_from_header(header, start + pos, end - pos)
     if page.offset + page.size > limit:
         raise MalformedFileError(
             f"page of {page.compressed_size} bytes runs past the chunk's region", offset=page.offset
@@ -157,7 +157,7 @@ def read_page_header(buf: bytes, pos: int, file_offset: int) -> Page:
         header, end = decode_struct(buf, pos)
     except PageIndexError as err:
         raise MalformedFileError(f"bad page header: {err.reason}", offset=file_offset) from None
-    page = _page(header, file_offset, end - pos)
+    page = page_from_header(header, file_offset, end - pos)
     if pos + page.size > len(buf):
         raise MalformedFileError("page runs past the bytes read for it", offset=file_offset)
     return page
@@ -171,7 +171,8 @@ def _int(s: Struct | None, field_id: int, what: str, offset: int, lo: int = 0,
     return value
 
 
-def _page(header: Struct, offset: int, header_size: int) -> Page:
+def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
+    """A validated Page from a decoded PageHeader at `offset`."""
     kind = _int(header, PH.TYPE, "type", offset, 0, 3)
     compressed = _int(header, PH.COMPRESSED, "compressed_page_size", offset)
     uncompressed = _int(header, PH.UNCOMPRESSED, "uncompressed_page_size", offset)

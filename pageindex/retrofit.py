@@ -9,14 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
+from . import page_stats
 from .chunk_scan import scan_chunk
 from .column_order import Order, order_for
 from .commit import commit
-from .errors import EncryptedFileError, MalformedFileError, NotParquetError
+from .errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
 from .footer import F, ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
+from .page_levels import PageLevels
 from .schema import PT
 from .storage import Source, open_source, resolve
+from .thrift import Struct
 from .writer import MARKER_KEY, ChunkIndexes, build_tail, marker_value
 
 TAIL_READ = 64 << 10
@@ -32,6 +35,7 @@ class ChunkReport:
     offset_index: bool
     column_index: bool
     reason: str = ""
+    source: str = "exact"  # "exact": decoded values; "page_stats": page-header statistics
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class RetrofitResult:
             "row_groups": self.row_groups, "pages": self.pages,
             "chunks_with_column_index": sum(c.column_index for c in self.chunks),
             "chunks_without_column_index": sum(not c.column_index for c in self.chunks),
+            "chunks_from_page_stats": sum(c.source == "page_stats" for c in self.chunks),
             "chunks": [c.__dict__ for c in self.chunks],
             "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
         }
@@ -91,8 +96,13 @@ def is_fully_indexed(footer: Footer) -> bool:
 
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,
-             filesystem: Any = None, dry_run: bool = False) -> RetrofitResult:
-    """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None."""
+             filesystem: Any = None, dry_run: bool = False,
+             trust_page_stats: bool = False) -> RetrofitResult:
+    """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
+
+    trust_page_stats: build a chunk's ColumnIndex from its page-header statistics, reading only
+    the headers, where those can be trusted (see page_stats); other chunks are decoded exactly.
+    """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
     started = time.monotonic()
@@ -102,8 +112,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             return RetrofitResult(src, None, "already_indexed", source.size, 0,
                                   len(footer.chunks), (), source.stats.bytes_read,
                                   time.monotonic() - started)
-        indexes, reports = compute_indexes(source, footer, truncate_length)
-        tail = build_tail(footer, indexes, marker_value(__version__, truncate_length))
+        indexes, reports = compute_indexes(source, footer, truncate_length, trust_page_stats)
+        tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats))
         out_size = footer.footer_start + len(tail)
         if dry_run:
             return RetrofitResult(src, None, "dry_run", source.size, out_size, len(footer.chunks),
@@ -116,7 +126,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                               time.monotonic() - started)
 
 
-def compute_indexes(source: Source, footer: Footer, truncate_length: int
+def compute_indexes(source: Source, footer: Footer, truncate_length: int,
+                    trust_page_stats: bool = False
                     ) -> tuple[list[list[ChunkIndexes]], list[ChunkReport]]:
     orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
     declared = orders.items if orders is not None else None
@@ -128,11 +139,34 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int
         out_row = []
         for chunk in row:
             order = order_for(chunk.leaf, declared[chunk.column] if declared is not None else None)
-            result, report = _chunk_indexes(source, footer, chunk, order, truncate_length)
+            fast = _from_page_stats(source, footer, chunk, order, truncate_length) if trust_page_stats else None
+            result, report = fast or _chunk_indexes(source, footer, chunk, order, truncate_length)
             out_row.append(result)
             reports.append(report)
         indexes.append(out_row)
     return indexes, reports
+
+
+def _from_page_stats(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,
+                     truncate_length: int) -> tuple[ChunkIndexes, ChunkReport] | None:
+    """The chunk's indexes from page-header statistics, or None to decode it exactly."""
+    if page_stats.applicable(chunk, order, footer.created_by) is not None:
+        return None
+    try:
+        plan = page_stats.walk_headers(source, chunk, footer.footer_start)
+        rows = page_stats.rows_per_page(plan)
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+    if int(rows.sum()) != footer.row_group_rows[chunk.row_group] or (rows == 0).any():
+        return None
+    ci = page_stats.column_index_from_headers(chunk, order, plan, truncate_length)
+    if not isinstance(ci, Struct):
+        return None
+    levels = PageLevels(rows, None, None, None, None, None)
+    oi = offset_index(plan.pages, levels, None)
+    report = ChunkReport(chunk.row_group, chunk.leaf.dotted, len(plan.pages.pages), True, True,
+                         source="page_stats")
+    return ChunkIndexes(ci, oi), report
 
 
 def _chunk_indexes(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,

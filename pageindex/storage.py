@@ -5,6 +5,7 @@ Every byte pageindex reads goes through a Source, so I/O claims can be asserted 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +101,9 @@ def resolve(path: str, filesystem: Any = None) -> tuple[Any, str]:
 
 
 def file_version(fs: Any, path: str) -> FileVersion:
-    """Size, mtime and ETag of a file, as its filesystem reports them."""
+    """Size, mtime and ETag of a file, as its filesystem reports them now (never cached)."""
     try:
+        fs.invalidate_cache(path)
         info = fs.info(path)
     except FileNotFoundError:
         raise StorageError("file not found", path=path) from None
@@ -119,4 +121,35 @@ def file_version(fs: Any, path: str) -> FileVersion:
 
 def open_source(path: str, filesystem: Any = None) -> Source:
     fs, inner = resolve(path, filesystem)
+    if isinstance(fs, fsspec.implementations.local.LocalFileSystem):
+        # Open first, then stat the open file: a rename into place in between cannot pair
+        # one file's size with another file's bytes.
+        try:
+            fd = os.open(inner, os.O_RDONLY)
+        except FileNotFoundError:
+            raise StorageError("file not found", path=inner) from None
+        except OSError as err:
+            raise StorageError(f"cannot open file: {err}", path=inner) from err
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise StorageError("not a regular file", path=inner)
+        source = Source(inner, fs, _local_version(st))
+        source._fd = fd
+        return source
     return Source(inner, fs, file_version(fs, inner))
+
+
+def _local_version(st: os.stat_result) -> FileVersion:
+    # The inode stands in for an ETag: a file renamed into place is another file.
+    return FileVersion(st.st_size, st.st_mtime, f"inode:{st.st_dev}:{st.st_ino}")
+
+
+def current_version(source: Source) -> FileVersion:
+    """The version of the file at the source's path now (to compare with source.version)."""
+    if source.local:
+        try:
+            return _local_version(os.stat(source.path))
+        except FileNotFoundError:
+            return FileVersion(-1, None, None)
+    return file_version(source.fs, source.path)

@@ -14,8 +14,8 @@ def parse_size(text: str) -> int:
     text = text.strip().lower()
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
-    if value <= 0:
-        raise ValueError(f"size must be positive: {text!r}")
+    if not 1 <= value < float(1 << 62):
+        raise ValueError(f"size must be at least one byte and finite: {text!r}")
     return int(value)
 
 

@@ -22,9 +22,10 @@ class ChunkIndexes:
     offset_index: Struct | None
 
 
-def marker_value(version: str, truncate_length: int) -> str:
+def marker_value(version: str, truncate_length: int, trust_page_stats: bool = False) -> str:
     """What the key-value entry records: no timestamp, so output stays deterministic."""
-    return f"version={version};truncate_length={truncate_length}"
+    value = f"version={version};truncate_length={truncate_length}"
+    return value + ";trust_page_stats=true" if trust_page_stats else value
 
 
 def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -> bytes:

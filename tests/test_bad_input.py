@@ -23,8 +23,9 @@ import pytest
 from pageindex.verify import verify
 from tests.helpers.bad_input_runner import REPO_ROOT, run_jobs
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
-from tests.helpers.retrofit_checks import assert_same_data, check_layout, footer_difference, footer_of
-from tests.helpers.spark import column_index_violations
+from tests.helpers.retrofit_checks import (
+    assert_same_data, check_layout, footer_difference, footer_of, validator_violations_or_skip,
+)
 
 # bad_input files that are valid Parquet and must be indexed, not refused.
 VALID_BAD_INPUT = {
@@ -121,7 +122,7 @@ def test_refused_with_typed_error(runs, src, mode):
 
 
 @pytest.mark.parametrize("src", INDEXED, ids=_rel)
-def test_valid_bad_input_is_indexed(runs, src, spark):
+def test_valid_bad_input_is_indexed(runs, src):
     f = runs.files[src]
     for mode in MODES:
         _alive(f.outcome[mode], f"{mode} {_rel(src)}")
@@ -134,7 +135,6 @@ def test_valid_bad_input_is_indexed(runs, src, spark):
     assert_same_data(src, f.dst)
     result = verify(str(f.dst))
     assert result.ok, [str(v) for v in result.violations]
-    assert column_index_violations(spark, f.dst) == []
     old_data, new_data = src.read_bytes(), f.dst.read_bytes()
     old = footer_of(old_data)
     assert new_data[: old.start] == old_data[: old.start]
@@ -145,6 +145,11 @@ def test_valid_bad_input_is_indexed(runs, src, spark):
     assert f.copy.read_bytes() == new_data
     assert sorted(os.listdir(f.copy_dir)) == [src.name]
     assert f.forced.read_bytes() == new_data
+
+
+@pytest.mark.parametrize("src", INDEXED, ids=_rel)
+def test_valid_bad_input_parquet_java_validator(runs, src, spark):
+    assert validator_violations_or_skip(spark, runs.files[src].dst, src) == []
 
 
 def test_only_valid_files_produced_output(runs):

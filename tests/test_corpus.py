@@ -23,9 +23,8 @@ from pageindex.verify import verify
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
 from tests.helpers.retrofit_checks import (
     FMD_COLUMN_ORDERS, assert_same_batches, assert_same_data, check_layout,
-    footer_difference, footer_of, has_nan, index_blocks, marker_values,
+    footer_difference, footer_of, has_nan, index_blocks, marker_values, validator_violations_or_skip,
 )
-from tests.helpers.spark import column_index_violations, to_uri
 
 EXPECTED_CANDIDATES = 50
 
@@ -183,27 +182,8 @@ def test_prefix_footer_and_layout(indexed):
 
 # ---------------------------------------------------------------- oracles
 
-def _spark_read_error(spark, path: Path) -> str | None:
-    """Why parquet-java (through Spark) cannot read `path` at all, or None if it can."""
-    try:
-        spark.read.parquet(to_uri(path)).collect()
-    except Exception as err:  # noqa: BLE001
-        causes = [line.strip() for line in str(err).splitlines() if line.strip().startswith("Caused by")]
-        return (causes[-1] if causes else str(err).splitlines()[0])[:300]
-    return None
-
-
 def test_parquet_java_validator(indexed, spark):
-    try:
-        violations = column_index_violations(spark, indexed.dst)
-    except Exception:  # noqa: BLE001
-        # Acceptable only when parquet-java cannot read the untouched source either (missing
-        # codec, a writer bug it does not work around, a footer it cannot parse).
-        why = _spark_read_error(spark, indexed.src)
-        if why is None:
-            raise
-        pytest.skip(f"{indexed.src.name}: parquet-java cannot read the source file either: {why}")
-    assert violations == []
+    assert validator_violations_or_skip(spark, indexed.dst, indexed.src) == []
 
 
 def test_pageindex_verify(indexed):

@@ -616,8 +616,8 @@ def _race(monkeypatch, action) -> None:
     """Run `action` between retrofit's reads (compute_indexes) and the commit."""
     real = retrofit_mod.compute_indexes
 
-    def racing(source, footer, truncate_length):
-        out = real(source, footer, truncate_length)
+    def racing(*args, **kwargs):
+        out = real(*args, **kwargs)
         action()
         return out
 
@@ -673,24 +673,26 @@ def test_s3_change_detected_after_discover_in_same_process(
     assert rec["status"] == "changed", rec
 
 
-def test_file_replaced_between_stat_and_first_read(tmp_path, monkeypatch):
-    """A concurrent run commits (atomic rename) just after this one took the file's version and
-    before its first read: the file is fine, so this run must not report it failed."""
+def test_file_replaced_between_open_and_commit(tmp_path, monkeypatch):
+    """A concurrent run commits (atomic rename) just after this one opened the file: this run
+    keeps reading the file it opened (size and bytes of one version), then sees at commit that
+    the path now names another file, and reports it changed instead of overwriting it."""
     f = write_arrow(tmp_path / "d" / "a.parquet", 0, n=4_000)
     indexed = tmp_path / "indexed.parquet"
     retrofit_mod.retrofit(str(f), str(indexed))
-    real = storage_mod.file_version
+    real_open = storage_mod.os.open
 
-    def stat_then_replaced(fs, path):
-        version = real(fs, path)
+    def open_then_replaced(path, flags, *rest):
+        fd = real_open(path, flags, *rest)
         if path == str(f) and indexed.exists():
             os.replace(indexed, f)  # the other run's commit
-        return version
+        return fd
 
-    monkeypatch.setattr(storage_mod, "file_version", stat_then_replaced)
+    monkeypatch.setattr(storage_mod.os, "open", open_then_replaced)
     rec = process_file(InputFile(str(f), f.stat().st_size, "a.parquet"), JobOptions())
-    assert rec["status"] in ("changed", "already_indexed"), rec
-    assert verify(str(f)).ok
+    monkeypatch.undo()
+    assert rec["status"] == "changed", rec
+    assert verify(str(f)).ok and pq.ParquetFile(f).metadata.row_group(0).column(0).has_column_index
 
 
 def test_hadoop_checksum_sidecar_stays_consistent(spark, tmp_path):
