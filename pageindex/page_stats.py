@@ -60,13 +60,16 @@ def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
     pos, values = chunk.start, 0
     dictionary, pages, stats = None, [], []
     window, window_start = b"", pos
+    declared_end = min(chunk.start + chunk.total_compressed_size, limit)
     while values < chunk.num_values:
         if pos >= limit:
             raise MalformedFileError("chunk ends before all its values were read", offset=pos)
         size = HEADER_WINDOW
         while True:
             if not window_start <= pos < window_start + len(window):
-                window, window_start = source.read(pos, min(size, limit - pos), "header"), pos
+                # Windows stop at the chunk's declared end, unless a header runs past it.
+                end = declared_end if pos + 16 <= declared_end and size == HEADER_WINDOW else limit
+                window, window_start = source.read(pos, min(size, end - pos), "header"), pos
             try:
                 header, end = decode_struct(window, pos - window_start)
                 break

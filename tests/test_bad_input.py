@@ -24,7 +24,11 @@ from pageindex.verify import verify
 from tests.helpers.bad_input_runner import REPO_ROOT, run_jobs
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
 from tests.helpers.retrofit_checks import (
-    assert_same_data, check_layout, footer_difference, footer_of, validator_violations_or_skip,
+    assert_same_data,
+    check_layout,
+    footer_difference,
+    footer_of,
+    validator_violations_or_skip,
 )
 
 # bad_input files that are valid Parquet and must be indexed, not refused.
@@ -56,6 +60,20 @@ def _sha(p: Path) -> str:
 
 REFUSED = [p for p in ALL if _rel(p) not in VALID_BAD_INPUT]
 INDEXED = [p for p in ALL if _rel(p) in VALID_BAD_INPUT]
+
+
+def test_runner_survives_a_dying_child(tmp_path):
+    """The harness itself: a child that aborts mid-list is reported as crashed (SIGABRT) for
+    that file, and the files after it still run in a new child."""
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"not parquet")
+    jobs = [{"src": str(junk), "dst": str(tmp_path / "a")},
+            {"src": "second", "dst": None, "abort_for_test": True},
+            {"src": str(junk), "dst": str(tmp_path / "c")}]
+    first, second, third = run_jobs(jobs, batch_timeout=120)
+    assert first["status"] == third["status"] == "error" and first["pageindex_error"]
+    assert second["status"] == "crashed" and second["returncode"] == -6, second
+    assert second["src"] == "second"
 
 
 def test_valid_exceptions_are_in_the_corpus():

@@ -22,8 +22,16 @@ import pageindex
 from pageindex.verify import verify
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
 from tests.helpers.retrofit_checks import (
-    FMD_COLUMN_ORDERS, assert_same_batches, assert_same_data, check_layout,
-    footer_difference, footer_of, has_nan, index_blocks, marker_values, validator_violations_or_skip,
+    FMD_COLUMN_ORDERS,
+    assert_same_batches,
+    assert_same_data,
+    check_layout,
+    footer_difference,
+    footer_of,
+    has_nan,
+    index_blocks,
+    marker_values,
+    validator_violations_or_skip,
 )
 
 EXPECTED_CANDIDATES = 50
@@ -54,7 +62,8 @@ REASONS = {
     "geospatial": re.compile(r"^geospatial columns have no defined sort order"),
     "unknown_logical": re.compile(r"^logical type \d+ is not understood"),
     "nan": re.compile(r"^chunk holds NaN: bounds under TYPE_ORDER would hide those rows"),
-    "column_order": re.compile(r"^(column order \d+ is not understood|column order is not a single known union member)"),
+    "column_order": re.compile(
+        r"^(column order \d+ is not understood|column order is not a single known union member)"),
 }
 
 

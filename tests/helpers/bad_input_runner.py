@@ -60,6 +60,8 @@ def main() -> int:
     jobs = json.load(sys.stdin)
     for i, job in enumerate(jobs):
         _emit({"event": "start", "index": i, "src": job["src"]})
+        if job.get("abort_for_test"):  # lets the harness prove it survives a dying child
+            os.abort()
         outcome = _one(job["src"], job.get("dst"), bool(job.get("force")))
         _emit({"event": "done", "index": i, "src": job["src"], **outcome})
     _emit({"event": "finished"})

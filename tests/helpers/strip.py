@@ -116,3 +116,14 @@ def rewrite_page_index(src: str | Path, dst: str | Path, edit) -> Path:
     footer = encode_struct(metadata)
     dst.write_bytes(bytes(out) + footer + struct.pack("<I", len(footer)) + MAGIC)
     return dst
+
+
+def rewrite_footer(src: str | Path, dst: str | Path, edit) -> Path:
+    """Write `dst`: `src` with its FileMetaData passed through `edit(metadata) -> metadata`."""
+    src, dst = Path(src), Path(dst)
+    data = src.read_bytes()
+    start, raw = _split(data)
+    metadata, _ = decode_struct(raw)
+    footer = encode_struct(edit(metadata))
+    dst.write_bytes(data[:start] + footer + struct.pack("<I", len(footer)) + MAGIC)
+    return dst

@@ -1,0 +1,124 @@
+"""The trust-page-stats fast path: same index as exact decoding wherever it applies, and a
+fallback to exact decoding wherever header statistics cannot be trusted."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import pageindex
+from pageindex.footer import F
+from pageindex.page_index import read_column_index, read_offset_index
+from pageindex.page_stats import untrusted_writer
+from pageindex.retrofit import read_footer
+from pageindex.schema import PT
+from pageindex.storage import open_source
+from pageindex.thrift import T
+from tests.helpers.corpus import corpus_files
+from tests.helpers.strip import rewrite_footer
+
+CORPUS = corpus_files("candidate") + corpus_files("oracle")
+
+
+def _indexes(path):
+    with open_source(str(path)) as source:
+        footer = read_footer(source)
+        return {(c.row_group, c.leaf.dotted): (read_column_index(source, c), read_offset_index(source, c))
+                for row in footer.chunks for c in row}
+
+
+@pytest.mark.parametrize("src", CORPUS, ids=[p.name for p in CORPUS])
+def test_same_index_as_exact_mode(src, tmp_path):
+    exact = pageindex.retrofit(str(src), str(tmp_path / "exact.parquet"), force=True)
+    fast = pageindex.retrofit(str(src), str(tmp_path / "fast.parquet"), force=True, trust_page_stats=True)
+    assert [(c.row_group, c.column) for c in fast.chunks] == [(c.row_group, c.column) for c in exact.chunks]
+    from_stats = [c for c in fast.chunks if c.source == "page_stats"]
+    want, got = _indexes(tmp_path / "exact.parquet"), _indexes(tmp_path / "fast.parquet")
+    for chunk in fast.chunks:
+        key = (chunk.row_group, chunk.column)
+        (ci_exact, oi_exact), (ci_fast, oi_fast) = want[key], got[key]
+        assert ci_fast == ci_exact, key
+        if chunk.source == "page_stats":
+            # Page headers cannot tell the unencoded BYTE_ARRAY sizes; that optional list is left out.
+            assert oi_fast.pages == oi_exact.pages, key
+            assert oi_fast.unencoded_byte_array_data_bytes is None
+        else:
+            assert oi_fast == oi_exact, key
+    assert pageindex.verify(str(tmp_path / "fast.parquet")).ok
+    assert len(from_stats) <= len(fast.chunks)
+
+
+def test_reads_only_page_headers(tmp_path):
+    """With realistic 1 MiB pages, the fast path reads a few KiB per page instead of the pages."""
+    n = 2_000_000
+    path = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"k": pa.array(range(n)), "s": pa.array([f"user{i % 1000:04d}" for i in range(n)])}),
+                   path, use_dictionary=False, compression="none")
+    with open_source(str(path)) as source:
+        fast = pageindex.retrofit(str(path), dry_run=True, trust_page_stats=True)
+        exact = pageindex.retrofit(str(path), dry_run=True)
+        size = source.size
+    assert all(c.source == "page_stats" for c in fast.chunks)
+    assert exact.bytes_read >= size * 0.9
+    assert fast.bytes_read < size / 20, (fast.bytes_read, size)
+
+
+def test_the_fast_path_applies_somewhere():
+    """Most legacy writers store page statistics: the corpus must exercise the fast path."""
+    used = 0
+    for src in CORPUS[:25]:
+        result = pageindex.retrofit(str(src), dry_run=True, force=True, trust_page_stats=True)
+        used += sum(c.source == "page_stats" for c in result.chunks)
+    assert used > 20
+
+
+def _file(tmp_path, table, **kw):
+    path = tmp_path / "f.parquet"
+    pq.write_table(table, path, data_page_size=1024, **kw)
+    return path
+
+
+def test_floats_are_always_decoded(tmp_path):
+    path = _file(tmp_path, pa.table({"f": pa.array([float(i) for i in range(5000)]),
+                                     "i": pa.array(range(5000))}))
+    result = pageindex.retrofit(str(path), str(tmp_path / "o.parquet"), trust_page_stats=True)
+    sources = {c.column: c.source for c in result.chunks}
+    assert sources == {"f": "exact", "i": "page_stats"}
+
+
+def test_pages_without_statistics_fall_back(tmp_path):
+    path = _file(tmp_path, pa.table({"i": pa.array(range(5000))}), write_statistics=False)
+    result = pageindex.retrofit(str(path), str(tmp_path / "o.parquet"), trust_page_stats=True)
+    assert [c.source for c in result.chunks] == ["exact"] and result.chunks[0].column_index
+
+
+def test_nested_columns_are_decoded(tmp_path):
+    path = _file(tmp_path, pa.table({"l": pa.array([[i, i + 1] for i in range(3000)])}))
+    result = pageindex.retrofit(str(path), str(tmp_path / "o.parquet"), trust_page_stats=True)
+    assert [c.source for c in result.chunks] == ["exact"]
+
+
+def test_marker_records_the_option(tmp_path):
+    path = _file(tmp_path, pa.table({"i": pa.array(range(100))}))
+    pageindex.retrofit(str(path), trust_page_stats=True)
+    assert b"trust_page_stats=true" in pq.ParquetFile(path).metadata.metadata[b"pageindex"]
+
+
+@pytest.mark.parametrize("created_by,ptype,bad", [
+    ("parquet-mr version 1.7.0 (build x)", PT.BYTE_ARRAY, True),
+    ("parquet-mr version 1.7.9", PT.FIXED_LEN_BYTE_ARRAY, True),
+    ("parquet-mr version 1.7.0 (build x)", PT.INT64, False),
+    ("parquet-mr version 1.8.0 (build x)", PT.BYTE_ARRAY, False),
+    ("parquet-cpp-arrow version 15.0.0", PT.BYTE_ARRAY, False),
+])
+def test_known_bad_writers(created_by, ptype, bad):
+    assert (untrusted_writer(created_by, ptype) is not None) is bad
+
+
+def test_parquet_251_file_is_decoded_exactly(tmp_path):
+    """A binary column written by parquet-mr 1.7 (simulated by its created_by) is decoded."""
+    path = _file(tmp_path, pa.table({"s": pa.array([f"v{i:05d}" for i in range(3000)])}))
+    old = tmp_path / "old.parquet"
+    rewrite_footer(path, old, lambda meta: meta.set(F.FMD_CREATED_BY, T.BINARY, b"parquet-mr version 1.7.0 (build x)"))
+    result = pageindex.retrofit(str(old), str(tmp_path / "o.parquet"), trust_page_stats=True)
+    assert [c.source for c in result.chunks] == ["exact"]
