@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .commit import TEMP_TAG, is_s3
 from .discovery import InputFile, filesystem_for
 from .errors import ConcurrentModificationError, NotParquetError, PageIndexError
 from .retrofit import retrofit
@@ -54,14 +53,11 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
         fs, path = filesystem_for(file.url, options.storage_options)
         dst = None
         if options.output is not None:
-            dst_fs, dst = filesystem_for(record["output"], options.storage_options)
-            if not options.dry_run:
-                clean_stale_temporaries(dst_fs, dst, options.stale_temp_seconds)
-        elif not options.dry_run:
-            clean_stale_temporaries(fs, path, options.stale_temp_seconds)
+            _, dst = filesystem_for(record["output"], options.storage_options)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dry_run=options.dry_run,
-                          trust_page_stats=options.trust_page_stats)
+                          trust_page_stats=options.trust_page_stats,
+                          stale_temp_seconds=options.stale_temp_seconds)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
@@ -109,33 +105,3 @@ def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> No
         return
     with src_fs.open(src, "rb") as reader, dst_fs.open(dst, "wb") as writer:
         shutil.copyfileobj(reader, writer, 8 << 20)
-
-
-def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
-    """Remove what dead attempts left for this file: temporary siblings (local) or incomplete
-    multipart uploads (S3), if older than `older_than` seconds (younger ones may be live)."""
-    now = time.time()
-    removed = 0
-    if is_s3(fs):
-        bucket, key = fs.split_path(path)[:2]
-        try:
-            uploads = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
-        except OSError:
-            return 0
-        for upload in uploads:
-            initiated = upload.get("Initiated")
-            if upload.get("Key") == key and initiated is not None and now - initiated.timestamp() > older_than:
-                fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
-                removed += 1
-        return removed
-    head, name = posixpath.split(path)
-    for candidate in fs.glob(posixpath.join(head, f".{name}{TEMP_TAG}*")):
-        try:
-            info = fs.info(candidate)
-            if now - float(info.get("mtime") or now) > older_than:
-                fs.rm(candidate)
-                removed += 1
-        except FileNotFoundError:
-            continue
-    return removed
-

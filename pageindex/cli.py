@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence
 
@@ -162,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser().error("--truncate-length must be at least 1")
     try:
         return args.run(args)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): silence the flush at exit, as the Python docs advise.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except PageIndexError as err:
         print(f"pageindex: error: {type(err).__name__}: {err}", file=sys.stderr)
         if getattr(args, "json", False):

@@ -6,7 +6,9 @@ are copied server-side from the exact object version read; other filesystems: on
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
+import time
 import uuid
 from typing import Any
 
@@ -183,3 +185,33 @@ def _s3_call(fs: Any, path: str, method: str, **kwargs: Any) -> dict:
             raise ConcurrentModificationError(
                 "object changed while it was processed; not overwritten", path=path) from err
         raise StorageError(f"S3 {method} failed: {err}", path=path) from err
+
+
+def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
+    """Remove what dead attempts left for this file: temporary siblings (local) or incomplete
+    multipart uploads (S3), if older than `older_than` seconds (younger ones may be live)."""
+    now = time.time()
+    removed = 0
+    if is_s3(fs):
+        bucket, key = fs.split_path(path)[:2]
+        try:
+            uploads = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
+        except OSError:
+            return 0
+        for upload in uploads:
+            initiated = upload.get("Initiated")
+            if upload.get("Key") == key and initiated is not None and now - initiated.timestamp() > older_than:
+                fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+                removed += 1
+        return removed
+    head, name = posixpath.split(path)
+    for candidate in fs.glob(posixpath.join(head, f".{name}{TEMP_TAG}*")):
+        try:
+            info = fs.info(candidate)
+            if now - float(info.get("mtime") or now) > older_than:
+                fs.rm(candidate)
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
+

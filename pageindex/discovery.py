@@ -8,9 +8,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
 from .errors import StorageError
+from .storage import normalize_url, resolve
 
 
 @dataclass(frozen=True)
@@ -28,23 +27,8 @@ class Discovery:
     table_formats: tuple[tuple[str, str], ...]  # (input, "delta" | "iceberg" | "hudi")
 
 
-def normalize_url(url: str) -> str:
-    """s3a:// and s3n:// name the same bucket and key as s3://; file:// is a local path."""
-    for scheme in ("s3a://", "s3n://"):
-        if url.startswith(scheme):
-            return "s3://" + url[len(scheme):]
-    for prefix in ("file://localhost/", "file://"):
-        if url.startswith(prefix):
-            return "/" + url[len(prefix):].lstrip("/")
-    return url
-
-
 def filesystem_for(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
-    url = normalize_url(url)
-    protocol = url.split("://", 1)[0] if "://" in url else "file"
-    options = storage_options if protocol == "s3" else {}
-    fs, path = fsspec.core.url_to_fs(url, **options)
-    return fs, path
+    return resolve(url, None, storage_options)
 
 
 def _with_protocol(fs: Any, path: str, like: str) -> str:

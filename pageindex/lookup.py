@@ -412,17 +412,21 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
 
 
 def _positions(covered: Ranges, wanted: Ranges) -> np.ndarray:
-    """Positions, within the concatenation of `covered` rows, of every row in `wanted`."""
-    base, offsets = 0, []
-    for start, end in covered:
-        offsets.append((start, end, base))
-        base += end - start
+    """Positions, within the concatenation of `covered` rows, of every row in `wanted` (both
+    sorted and disjoint; every wanted row lies in a covered range). One merge pass."""
     out = []
+    i, base = 0, 0
     for start, end in wanted:
-        for c_start, c_end, c_base in offsets:
-            lo, hi = max(start, c_start), min(end, c_end)
+        while i < len(covered) and covered[i][1] <= start:
+            base += covered[i][1] - covered[i][0]
+            i += 1
+        j, j_base = i, base
+        while j < len(covered) and covered[j][0] < end:
+            lo, hi = max(start, covered[j][0]), min(end, covered[j][1])
             if lo < hi:
-                out.append(np.arange(c_base + lo - c_start, c_base + hi - c_start, dtype=np.int64))
+                out.append(np.arange(j_base + lo - covered[j][0], j_base + hi - covered[j][0], dtype=np.int64))
+            j_base += covered[j][1] - covered[j][0]
+            j += 1
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 

@@ -12,7 +12,7 @@ from . import __version__
 from . import page_stats
 from .chunk_scan import scan_chunk
 from .column_order import Order, order_for
-from .commit import commit
+from .commit import clean_stale_temporaries, commit
 from .errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
 from .footer import F, ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
@@ -96,16 +96,21 @@ def is_fully_indexed(footer: Footer) -> bool:
 
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,
-             filesystem: Any = None, dry_run: bool = False,
-             trust_page_stats: bool = False) -> RetrofitResult:
+             filesystem: Any = None, dry_run: bool = False, trust_page_stats: bool = False,
+             stale_temp_seconds: float = 3600.0) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
 
     trust_page_stats: build a chunk's ColumnIndex from its page-header statistics, reading only
     the headers, where those can be trusted (see page_stats); other chunks are decoded exactly.
+    stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
+    destination are removed once older than this; younger ones may belong to a live run.
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
     started = time.monotonic()
+    dst_fs, dst_path = resolve(src if dst is None else dst, filesystem)
+    if not dry_run:
+        clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
     with open_source(src, filesystem) as source:
         footer = read_footer(source)
         if is_fully_indexed(footer) and not force:
@@ -119,7 +124,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             return RetrofitResult(src, None, "dry_run", source.size, out_size, len(footer.chunks),
                                   tuple(reports), source.stats.bytes_read,
                                   time.monotonic() - started)
-        dst_fs, dst_path = (source.fs, source.path) if dst is None else resolve(dst, filesystem)
+        if dst is None:
+            dst_fs, dst_path = source.fs, source.path
         commit(source, footer.footer_start, tail, dst_path, dst_fs)
         return RetrofitResult(src, dst or src, "indexed", source.size, out_size,
                               len(footer.chunks), tuple(reports), source.stats.bytes_read,

@@ -92,12 +92,40 @@ class Source:
         self.close()
 
 
-def resolve(path: str, filesystem: Any = None) -> tuple[Any, str]:
+# Throttling (503 SlowDown), server errors and dropped connections are retried by botocore with
+# capped exponential backoff and jitter; a request that still fails surfaces as an error.
+S3_RETRIES = {"config_kwargs": {"retries": {"max_attempts": 8, "mode": "standard"}}}
+
+
+def normalize_url(url: str) -> str:
+    """s3a:// and s3n:// name the same bucket and key as s3://; file:// is a local path."""
+    for scheme in ("s3a://", "s3n://"):
+        if url.startswith(scheme):
+            return "s3://" + url[len(scheme):]
+    for prefix in ("file://localhost/", "file://"):
+        if url.startswith(prefix):
+            return "/" + url[len(prefix):].lstrip("/")
+    return url
+
+
+def s3_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The caller's S3 options over pageindex's retry defaults (config_kwargs merged)."""
+    options = dict(storage_options or {})
+    config = {**S3_RETRIES["config_kwargs"], **options.get("config_kwargs", {})}
+    options["config_kwargs"] = config
+    return options
+
+
+def resolve(path: str, filesystem: Any = None, storage_options: dict[str, Any] | None = None
+            ) -> tuple[Any, str]:
     """The fsspec filesystem and the path within it for a local path or URL."""
     if filesystem is not None:
         return filesystem, path
-    fs, _, paths = fsspec.get_fs_token_paths(path)
-    return fs, paths[0]
+    url = normalize_url(path)
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    options = s3_options(storage_options) if protocol == "s3" else {}
+    fs, inner = fsspec.core.url_to_fs(url, **options)
+    return fs, inner
 
 
 def file_version(fs: Any, path: str) -> FileVersion:

@@ -69,7 +69,7 @@ def files(table, tmp_path_factory) -> dict[str, tuple[WrittenFile, Path]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _predicates(engine: str) -> dict[str, list[E.Predicate]]:
     t = random_table(SEED, ROWS, kinds=FLAT_KINDS)
     out = {}

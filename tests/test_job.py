@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.batch import JobOptions, process_file
+from pageindex import commit as commit_mod
 from pageindex.commit import TEMP_TAG
 from pageindex.discovery import InputFile
 from pageindex.job import main
@@ -31,7 +32,6 @@ from tests.helpers.spark import scan_output_rows
 
 # pageindex/__init__ exports functions named like their modules (retrofit, verify): import the modules
 retrofit_mod = importlib.import_module("pageindex.retrofit")
-batch_mod = importlib.import_module("pageindex.batch")
 storage_mod = importlib.import_module("pageindex.storage")
 TAIL_READ = 64 << 10
 REPORT_KEYS = {
@@ -517,7 +517,7 @@ class _StubS3:
 
 def test_s3_stale_upload_age_rule():
     fs = _StubS3({"old": 7200.0, "young": 60.0})
-    assert batch_mod.clean_stale_temporaries(fs, "bucket/data/a.parquet", 3600.0) == 1
+    assert commit_mod.clean_stale_temporaries(fs, "bucket/data/a.parquet", 3600.0) == 1
     assert fs.aborted == ["old"]
 
 

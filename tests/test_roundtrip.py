@@ -20,6 +20,7 @@ What must hold, per writer variant (FULL_GRID, plus SMALL_GRID for extra seeds):
 from __future__ import annotations
 
 import functools
+import itertools
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -32,8 +33,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.page_index import (
-    ASCENDING_ORDER, DESCENDING_ORDER, UNORDERED_ORDER, ColumnIndexView, OffsetIndexView,
-    read_column_index, read_offset_index,
+    ASCENDING_ORDER,
+    DESCENDING_ORDER,
+    UNORDERED_ORDER,
+    ColumnIndexView,
+    OffsetIndexView,
+    read_column_index,
+    read_offset_index,
 )
 from pageindex.retrofit import read_footer, retrofit
 from pageindex.storage import open_source
@@ -72,7 +78,7 @@ PYARROW_DELTA_BYTE_ARRAY = (
 # ------------------------------------------------------------------------------ building cases
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _seed_files(seed: int, root: str) -> tuple[pa.Table, dict[str, WrittenFile]]:
     rows, grid = SEEDS[seed]
     table = random_table(seed, rows)
@@ -208,7 +214,7 @@ def true_unencoded_bytes(column: pa.ChunkedArray, first_rows: list[int], rows: i
         col = col.cast(pa.large_binary())
     lengths = pc.fill_null(pc.binary_length(col), 0).to_numpy().astype(np.int64)
     bounds = list(first_rows) + [rows]
-    return [int(lengths[a:b].sum()) for a, b in zip(bounds, bounds[1:])]
+    return [int(lengths[a:b].sum()) for a, b in itertools.pairwise(bounds)]
 
 
 def _utf8_prefix(value: bytes, length: int) -> bytes:
@@ -270,9 +276,9 @@ def bytes_boundary_order(ci: ColumnIndexView) -> int:
     pairs = [(lo, hi) for lo, hi, null in zip(ci.min_values, ci.max_values, ci.null_pages) if not null]
     if not pairs:
         return UNORDERED_ORDER
-    if all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(pairs, pairs[1:])):
+    if all(a[0] <= b[0] and a[1] <= b[1] for a, b in itertools.pairwise(pairs)):
         return ASCENDING_ORDER
-    if all(a[0] >= b[0] and a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):
+    if all(a[0] >= b[0] and a[1] >= b[1] for a, b in itertools.pairwise(pairs)):
         return DESCENDING_ORDER
     return UNORDERED_ORDER
 
@@ -688,7 +694,7 @@ def check_empty_page_chunk(ours: Chunk, twin: Chunk, reason: str) -> None:
     assert ours.oi is None and ours.ci is None, "index written for a chunk with an empty page"
     assert "holds no rows" in reason, reason
     first_rows = [p.first_row_index for p in twin.oi.pages]
-    assert any(b <= a for a, b in zip(first_rows, first_rows[1:])), first_rows
+    assert any(b <= a for a, b in itertools.pairwise(first_rows)), first_rows
 
 
 def _empty_page_file(path: Path, **options) -> None:
