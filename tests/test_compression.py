@@ -17,6 +17,7 @@ import pytest
 
 from pageindex.compression import codec_name, decompress
 from pageindex.errors import MalformedFileError, UnsupportedFileError
+from tests.helpers.page_reader import chunk_pages
 from tests.helpers.corpus import require_corpus
 
 # Codec number -> pyarrow name of a format it accepts.
@@ -176,50 +177,6 @@ def test_codec_names() -> None:
 
 
 # --- real pages --------------------------------------------------------------------------
-# Page headers are Thrift compact structs; these helpers skip through one to find the body.
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _value(buf: bytes, pos: int, ctype: int) -> tuple[object, int]:
-    if ctype in (1, 2):
-        return ctype == 1, pos
-    if ctype == 3:
-        return buf[pos], pos + 1
-    if ctype in (4, 5, 6):
-        raw, pos = _varint(buf, pos)
-        return (raw >> 1) ^ -(raw & 1), pos
-    if ctype == 8:
-        size, pos = _varint(buf, pos)
-        return buf[pos : pos + size], pos + size
-    if ctype == 12:
-        return _struct(buf, pos)
-    raise ValueError(f"unexpected thrift type {ctype}")
-
-
-def _struct(buf: bytes, pos: int) -> tuple[dict[int, object], int]:
-    fields: dict[int, object] = {}
-    last = 0
-    while True:
-        head = buf[pos]
-        pos += 1
-        if head == 0:
-            return fields, pos
-        if head >> 4:
-            last += head >> 4
-        else:
-            raw, pos = _varint(buf, pos)
-            last = (raw >> 1) ^ -(raw & 1)
-        fields[last], pos = _value(buf, pos, head & 0x0F)
 
 
 def corpus_path(name: str) -> Path:
@@ -229,16 +186,8 @@ def corpus_path(name: str) -> Path:
 def corpus_pages(name: str, column: int):
     """(page type, header fields, body) for each page of row group 0's column."""
     path = corpus_path(name)
-    raw = path.read_bytes()
     chunk = pq.ParquetFile(path).metadata.row_group(0).column(column)
-    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-    pos = start
-    pages = []
-    while pos < start + chunk.total_compressed_size:
-        header, pos = _struct(raw, pos)
-        pages.append((header[1], header, raw[pos : pos + header[3]]))
-        pos += header[3]
-    return pages
+    return [(header[1], header, body) for header, _, body in chunk_pages(path.read_bytes(), chunk)]
 
 
 def plain_byte_arrays(data: bytes) -> list[bytes]:

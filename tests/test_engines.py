@@ -7,8 +7,8 @@ A NaN-holding float column shows why pageindex writes no ColumnIndex for such ch
 return the same rows from ours as from plain, while pyarrow's NaN-blind index (the "twin")
 makes them lose NaN rows.
 
-Spark work is batched: one Spark action per file and group of columns (a UNION ALL with one
-branch per predicate, each branch a separate pushed-down Parquet scan). The values of the
+Spark work is batched: one Spark action per file (a UNION ALL with one branch per predicate,
+each branch a separate pushed-down Parquet scan). The values of the
 filtered column are compared as Spark strings (CAST) between ours and plain; against pyarrow's
 reference the row identities (`desc` is unique) are compared.
 """
@@ -218,6 +218,30 @@ def test_datafusion_prunes_pages_only_with_our_index(table, files, variant):
     assert without.get("page_index_pages_pruned", 0) == 0
     assert with_index["rows_decoded"] < without["rows_decoded"]
     assert with_index["output_rows"] == without["output_rows"] == len(E.reference_rows(table, pred, [KEY_COLUMN]))
+
+
+def test_chunk_without_offset_index_is_read_correctly(spark, tmp_path):
+    """pageindex leaves chunks holding an empty data page (which pyarrow writes in dictionary list
+    columns with tiny pages) without any index, so a row group is only partly indexed. Both
+    engines still return the right rows; Spark filters pages only when the index-less column is
+    not projected (parquet-java needs an OffsetIndex for every projected column)."""
+    n = 400
+    t = pa.table({KEY_COLUMN: pa.array(range(n), pa.int64()), DESC_COLUMN: pa.array(range(n), pa.int32()),
+                  "l": pa.array([[i] for i in range(n)], pa.list_(pa.int64()))})
+    plain, ours = tmp_path / "plain.parquet", tmp_path / "ours.parquet"
+    pq.write_table(t, plain, use_dictionary=["l.list.element"], write_batch_size=1,
+                   max_rows_per_page=1, data_page_size=1, row_group_size=200)
+    reports = {(c.row_group, c.column): (c.offset_index, c.column_index)
+               for c in retrofit(str(plain), str(ours)).chunks}
+    assert reports[(1, "l.list.element")] == (False, False)
+    assert reports[(1, KEY_COLUMN)] == (True, True)
+    pred = E.Predicate(KEY_COLUMN, "=", (pa.scalar(250, pa.int64()),))
+    for cols in ([KEY_COLUMN, DESC_COLUMN], [KEY_COLUMN, "l"]):
+        want = E.reference_rows(t, pred, cols)
+        assert E.spark_rows(spark, ours, pred, cols) == E.spark_rows(spark, plain, pred, cols) == want
+        assert E.datafusion_rows(ours, pred, cols) == E.datafusion_rows(plain, pred, cols) == want
+    assert E.spark_scan_rows(spark, ours, pred, [KEY_COLUMN, DESC_COLUMN]) == 1
+    assert E.spark_scan_rows(spark, ours, pred, [KEY_COLUMN, "l"]) == 200
 
 
 # ------------------------------------------------------------------------------ NaN

@@ -17,11 +17,9 @@ import pytest
 
 from tests.helpers import engines as E
 from tests.helpers.spark import find_scan_nodes, plan_metric, spark_conf
+from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE
 from tests.helpers.tables import (
     ALL_KINDS,
-    DATA_PAGE,
-    DATA_PAGE_V2,
-    DICTIONARY_PAGE,
     FLAT_KINDS,
     FLOAT_KINDS,
     FULL_GRID,

@@ -15,6 +15,7 @@ import pytest
 
 from pageindex.errors import MalformedFileError
 from pageindex.levels import decode_hybrid, read_v1_levels, read_v2_levels
+from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
 
 # --- reference encoder / decoder -------------------------------------------------------
 
@@ -268,74 +269,12 @@ def test_v2_levels_and_max_level_check() -> None:
 
 
 # --- pages written by pyarrow ----------------------------------------------------------
-# Minimal Thrift compact-protocol reader, just enough for PageHeader.
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _value(buf: bytes, pos: int, ctype: int) -> tuple[object, int]:
-    if ctype in (1, 2):
-        return ctype == 1, pos
-    if ctype == 3:
-        return buf[pos], pos + 1
-    if ctype in (4, 5, 6):
-        raw, pos = _varint(buf, pos)
-        return (raw >> 1) ^ -(raw & 1), pos
-    if ctype == 7:
-        return buf[pos : pos + 8], pos + 8
-    if ctype == 8:
-        size, pos = _varint(buf, pos)
-        return buf[pos : pos + size], pos + size
-    if ctype == 9:
-        head = buf[pos]
-        pos += 1
-        size, etype = head >> 4, head & 0x0F
-        if size == 15:
-            size, pos = _varint(buf, pos)
-        items = []
-        for _ in range(size):
-            item, pos = (buf[pos] == 1, pos + 1) if etype in (1, 2) else _value(buf, pos, etype)
-            items.append(item)
-        return items, pos
-    if ctype == 12:
-        return read_struct(buf, pos)
-    raise ValueError(f"unexpected thrift type {ctype}")
-
-
-def read_struct(buf: bytes, pos: int) -> tuple[dict[int, object], int]:
-    fields: dict[int, object] = {}
-    last = 0
-    while True:
-        head = buf[pos]
-        pos += 1
-        if head == 0:
-            return fields, pos
-        if head >> 4:
-            last += head >> 4
-        else:
-            raw, pos = _varint(buf, pos)
-            last = (raw >> 1) ^ -(raw & 1)
-        fields[last], pos = _value(buf, pos, head & 0x0F)
 
 
 def data_pages(raw: bytes, chunk: pq.ColumnChunkMetaData):
     """(header, body) of each data page of an uncompressed column chunk."""
-    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-    pos = start
-    while pos < start + chunk.total_compressed_size:
-        header, pos = read_struct(raw, pos)
-        body = raw[pos : pos + header[3]]
-        pos += header[3]
-        if header[1] in (0, 3):
+    for header, _, body in chunk_pages(raw, chunk):
+        if header[1] in (DATA_PAGE, DATA_PAGE_V2):
             yield header, body
 
 

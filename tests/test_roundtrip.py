@@ -44,15 +44,13 @@ from pageindex.page_index import (
 from pageindex.retrofit import read_footer, retrofit
 from pageindex.storage import open_source
 from pageindex.verify import verify
+from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
 from tests.helpers.tables import (
-    DATA_PAGE,
-    DATA_PAGE_V2,
     FLOAT_KINDS,
     FULL_GRID,
     INT96_KINDS,
     SMALL_GRID,
     WrittenFile,
-    _Compact,
     expected_readback,
     page_headers,
     random_table,
@@ -456,51 +454,18 @@ def test_data_unchanged_and_verify_clean(case: Case):
 
 def empty_data_pages(path: Path) -> list[tuple[int, str, int]]:
     """(row group, column, page) of every data page holding no value at all (num_values == 0),
-    from an independent walk of the page headers."""
+    from an independent read of the page headers (tests/helpers/page_reader)."""
     data = path.read_bytes()
     md = pq.ParquetFile(path).metadata
     out = []
     for rg in range(md.num_row_groups):
         for ci in range(md.num_columns):
             meta = md.row_group(rg).column(ci)
-            pos = meta.data_page_offset
-            if meta.has_dictionary_page and meta.dictionary_page_offset:
-                pos = min(pos, meta.dictionary_page_offset)
-            end, page = pos + meta.total_compressed_size, 0
-            while pos < end:
-                header = _header_fields(data, pos)
-                if header["type"] in (DATA_PAGE, DATA_PAGE_V2):
-                    if header["num_values"] == 0:
-                        out.append((rg, meta.path_in_schema, page))
-                    page += 1
-                pos = header["end"] + header["compressed_size"]
+            data_pages = [h for h, _, _ in chunk_pages(data, meta) if h[1] in (DATA_PAGE, DATA_PAGE_V2)]
+            for page, header in enumerate(data_pages):
+                if header[5 if header[1] == DATA_PAGE else 8][1] == 0:
+                    out.append((rg, meta.path_in_schema, page))
     return out
-
-
-def _header_fields(data: bytes, pos: int) -> dict[str, int]:
-    """type, compressed_page_size and num_values (v1 field 5.1, v2 field 8.1) of a PageHeader."""
-    reader = _Compact(data, pos)
-    found: dict[str, int] = {"num_values": -1}
-
-    def inner(fid: int, ftype: int) -> None:
-        if fid == 1 and ftype == 5:
-            found["num_values"] = reader.zigzag()
-        else:
-            reader.skip(ftype)
-
-    def outer(fid: int, ftype: int) -> None:
-        if fid == 1 and ftype == 5:
-            found["type"] = reader.zigzag()
-        elif fid == 3 and ftype == 5:
-            found["compressed_size"] = reader.zigzag()
-        elif fid in (5, 8) and ftype == 12:
-            reader.struct(inner)
-        else:
-            reader.skip(ftype)
-
-    reader.struct(outer)
-    found["end"] = reader.pos
-    return found
 
 
 # parquet-java (Spark 4.3's 1.17) cannot read these files at all, with or without an index.

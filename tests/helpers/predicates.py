@@ -234,10 +234,18 @@ def _float_bits(array: pa.Array) -> pa.Array:
     return array.view(width)
 
 
-def table_difference(actual: pa.Table, expected: pa.Table) -> str | None:
-    """None when equal: same schema (names, types, nullability), same rows in the same order,
-    floats bit for bit (NaN and -0.0 included); dictionary columns compared decoded."""
-    if not actual.schema.equals(expected.schema, check_metadata=False):
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
+def table_difference(actual: pa.Table, expected: pa.Table, nullability: bool = True) -> str | None:
+    """None when equal: same schema (names, types, and nullability unless told not to), same rows
+    in the same order, floats bit for bit (NaN and -0.0 included); dictionary columns compared
+    decoded."""
+    a_schema, e_schema = actual.schema, expected.schema
+    if not nullability:
+        a_schema, e_schema = _nullable(a_schema), _nullable(e_schema)
+    if not a_schema.equals(e_schema, check_metadata=False):
         return f"schema differs:\n  got      {actual.schema.to_string(show_schema_metadata=False)!r}\n  expected {expected.schema.to_string(show_schema_metadata=False)!r}"
     if actual.num_rows != expected.num_rows:
         return f"{actual.num_rows} rows, expected {expected.num_rows}"

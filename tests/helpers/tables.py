@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
+
 # --------------------------------------------------------------------------------------------
 # Kinds: one column per kind, named after the kind.
 # --------------------------------------------------------------------------------------------
@@ -790,78 +792,6 @@ def write_variants(
 # --------------------------------------------------------------------------------------------
 
 
-class _Compact:
-    """Just enough of the Thrift compact protocol to read PageHeader.type and its sizes."""
-
-    def __init__(self, data: bytes, pos: int) -> None:
-        self.data, self.pos = data, pos
-
-    def byte(self) -> int:
-        self.pos += 1
-        return self.data[self.pos - 1]
-
-    def varint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result
-            shift += 7
-
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
-
-    def skip(self, ftype: int) -> None:
-        if ftype in (1, 2):  # bool encoded in the field header
-            return
-        if ftype == 3:
-            self.pos += 1
-        elif ftype in (4, 5, 6):
-            self.varint()
-        elif ftype == 7:
-            self.pos += 8
-        elif ftype == 8:
-            length = self.varint()  # not `pos += varint()`: that would drop the varint's own bytes
-            self.pos += length
-        elif ftype in (9, 10):
-            head = self.byte()
-            size, etype = head >> 4, head & 0x0F
-            if size == 15:
-                size = self.varint()
-            for _ in range(size):
-                if etype in (1, 2):  # list bools take one byte each
-                    self.pos += 1
-                else:
-                    self.skip(etype)
-        elif ftype == 11:
-            size = self.varint()
-            if size:
-                kv = self.byte()
-                for _ in range(size):
-                    self.skip(kv >> 4)
-                    self.skip(kv & 0x0F)
-        elif ftype == 12:
-            self.struct(lambda fid, t: self.skip(t))
-        else:
-            raise ValueError(f"bad thrift compact type {ftype} at {self.pos}")
-
-    def struct(self, on_field: Callable[[int, int], None]) -> None:
-        last = 0
-        while True:
-            head = self.byte()
-            if head == 0:
-                return
-            delta, ftype = head >> 4, head & 0x0F
-            fid = last + delta if delta else self.zigzag()
-            on_field(fid, ftype)
-            last = fid
-
-
-DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
-
-
 @dataclass(frozen=True)
 class PageInfo:
     """What the tests need from one PageHeader."""
@@ -872,20 +802,6 @@ class PageInfo:
     has_crc: bool
 
 
-def _page_header(data: bytes, pos: int) -> PageInfo:
-    reader = _Compact(data, pos)
-    found: dict[int, int] = {}
-
-    def on_field(fid: int, ftype: int) -> None:
-        if fid in (1, 3, 4) and ftype == 5:  # type, compressed_page_size, crc
-            found[fid] = reader.zigzag()
-        else:
-            reader.skip(ftype)
-
-    reader.struct(on_field)
-    return PageInfo(found[1], reader.pos - pos, found[3], 4 in found)
-
-
 def page_headers(path: str | Path) -> dict[tuple[int, str], list[PageInfo]]:
     """Every page header of every column chunk, keyed by (row group, column path), in file order."""
     data = Path(path).read_bytes()
@@ -894,15 +810,10 @@ def page_headers(path: str | Path) -> dict[tuple[int, str], list[PageInfo]]:
     for rg in range(md.num_row_groups):
         for ci in range(md.num_columns):
             chunk = md.row_group(rg).column(ci)
-            start = chunk.data_page_offset
-            if chunk.has_dictionary_page and chunk.dictionary_page_offset:
-                start = min(start, chunk.dictionary_page_offset)
-            pos, end, pages = start, start + chunk.total_compressed_size, []
-            while pos < end:
-                page = _page_header(data, pos)
-                pages.append(page)
-                pos += page.header_size + page.compressed_size
-            out[(rg, chunk.path_in_schema)] = pages
+            out[(rg, chunk.path_in_schema)] = [
+                PageInfo(header[1], header_size, header[3], 4 in header)
+                for header, header_size, _ in chunk_pages(data, chunk)
+            ]
     return out
 
 
