@@ -91,23 +91,33 @@ def decode_chunk(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by:
 
 
 def decode(buf: bytes, num_rows: int) -> pa.ChunkedArray:
-    """Read a synthesized file's single top-level column, in row batches."""
+    """Read a synthesized file's single top-level column: whole, as one array where possible
+    (no concatenation later), in shrinking row batches where nested values pass 2 GiB."""
+    try:
+        reader = pq.ParquetFile(pa.BufferReader(buf))
+        try:
+            column = reader.read_row_group(0, use_threads=False).column(0)
+        except pa.ArrowNotImplementedError:
+            column = _decode_in_batches(reader)
+    except MalformedFileError:
+        raise
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise MalformedFileError(f"page data could not be decoded: {err}") from None
+    if len(column) != num_rows:
+        raise MalformedFileError(f"decoded {len(column)} rows, expected {num_rows}")
+    return column
+
+
+def _decode_in_batches(reader: pq.ParquetFile) -> pa.ChunkedArray:
     batch_rows = BATCH_ROWS
     while True:
         try:
-            reader = pq.ParquetFile(pa.BufferReader(buf))
             batches = [b.column(0) for b in reader.iter_batches(batch_size=batch_rows, use_threads=False)]
-            break
+            return pa.chunked_array(batches, type=reader.schema_arrow.field(0).type)
         except pa.ArrowNotImplementedError as err:
             if batch_rows == 1:
                 raise MalformedFileError(f"page data could not be decoded: {err}") from None
             batch_rows = max(1, batch_rows // 16)
-        except (OSError, pa.ArrowException, ValueError) as err:
-            raise MalformedFileError(f"page data could not be decoded: {err}") from None
-    column = pa.chunked_array(batches, type=reader.schema_arrow.field(0).type)
-    if len(column) != num_rows:
-        raise MalformedFileError(f"decoded {len(column)} rows, expected {num_rows}")
-    return column
 
 
 def leaf_values(column: pa.ChunkedArray) -> pa.ChunkedArray:
