@@ -83,12 +83,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_lookup(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     table, stats = lookup(args.path, args.where, columns=columns)
-    if args.json:
-        rows = table.slice(0, args.limit).to_pylist() if args.limit is not None else table.to_pylist()
-        _print_json({"rows": rows, "num_rows": table.num_rows, "io": stats.to_dict()})
-        return 0
     shown = table if args.limit is None else table.slice(0, args.limit)
-    print(shown.to_pandas().to_string(index=False) if _has_pandas() else _format_rows(shown))
+    if args.json:
+        _print_json({"rows": _printable(shown).to_pylist(), "num_rows": table.num_rows,
+                     "io": stats.to_dict()})
+        return 0
+    print(_format_rows(_printable(shown)))
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
     print(f"\n{table.num_rows} rows; read {stats.bytes_read} bytes in {stats.requests} requests "
@@ -98,17 +98,17 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _has_pandas() -> bool:
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _printable(table):
+    """Temporal columns as ISO text (Python's datetime cannot hold nanoseconds)."""
+    import pyarrow as pa
+
+    columns = [c.cast(pa.string()) if pa.types.is_temporal(c.type) else c for c in table.columns]
+    return pa.table(columns, names=table.column_names)
 
 
 def _format_rows(table) -> str:
     names = table.column_names
-    rows = [[str(v) for v in row.values()] for row in table.to_pylist()]
+    rows = [["" if v is None else str(v) for v in row.values()] for row in table.to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
     lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]

@@ -74,6 +74,13 @@ def glob_root(path: str) -> str:
     return path
 
 
+def list_files(fs: Any, path: str) -> list[str]:
+    """The data files below a directory, in path order, as Spark would see them (no hidden)."""
+    root = path.rstrip("/") + "/"
+    return sorted(name for name, info in fs.find(path, withdirs=False, detail=True).items()
+                  if info.get("type") != "directory" and not is_hidden(name[len(root):]))
+
+
 def table_format(fs: Any, path: str) -> str | None:
     """The table format whose root is `path` or one of its ancestors, if any."""
     current = path.rstrip("/")

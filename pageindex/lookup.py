@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import struct
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 from typing import Any, Sequence
 
@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from .bounds import comparable
 from .column_order import LT, Kind, Order, order_for
-from .discovery import discover, filesystem_for
+from .discovery import filesystem_for, list_files
+from .storage import normalize_url
 from .errors import MalformedFileError, UnsupportedFileError
 from .footer import MAGIC, F, ChunkMeta, Footer
 from .page_index import ASCENDING_ORDER, DESCENDING_ORDER, ColumnIndexView, OffsetIndexView
@@ -75,11 +76,8 @@ def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[st
     if filesystem is None:
         filesystem, inner = filesystem_for(path, {})
     else:
-        inner = path
-    if filesystem.isdir(inner):
-        targets = [f.url for f in discover([path] if "://" in path else [inner]).files]
-    else:
-        targets = [inner]
+        inner = normalize_url(path).split("://", 1)[-1]
+    targets = list_files(filesystem, inner) if filesystem.isdir(inner) else [inner]
     tables = []
     for target in targets:
         with open_source(target, filesystem) as source:
@@ -92,7 +90,14 @@ def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[st
                 stats.reads.append((source.path, offset, length, purpose))
     if not tables:
         raise PredicateError("no Parquet files found", path=path)
+    if not tables[0].num_columns:  # concatenating tables of no columns would lose their rows
+        return _no_columns(sum(t.num_rows for t in tables), tables[0].schema.metadata), stats
     return pa.concat_tables(tables, promote_options="default"), stats
+
+
+def _no_columns(rows: int, metadata: dict | None) -> pa.Table:
+    """A table of no columns but `rows` rows (pyarrow keeps the count only through select)."""
+    return pa.table({"": pa.nulls(rows)}).replace_schema_metadata(metadata).select([])
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,7 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
             raise PredicateError(f"no column {name!r} (columns: {', '.join(fields)})", path=source.path)
     plans = [_plan(c, fields, footer) for c in conditions]
     needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
-    out_schema = pa.schema([schema.field(n) for n in wanted])
+    out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
     created_by = footer.metadata.get(F.FMD_CREATED_BY)
     pieces = []
     for rg, rows in enumerate(footer.row_group_rows):
@@ -158,7 +163,7 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
                 break
             oi, ci = read_offset_index(source, chunk), read_column_index(source, chunk)
             indexes[plan.leaf.index] = (oi, ci)
-            if oi is not None and ci is not None and len(ci) == len(oi.pages):
+            if oi is not None and ci is not None and _usable(ci, oi, plan.leaf):
                 ranges = _intersect(ranges, plan.page_ranges(ci, oi, rows))
             if not ranges:
                 break
@@ -170,21 +175,39 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
             arrays[name] = _read_field(source, footer, fields[name], rg, ranges, indexes, stats,
                                        created_by, gap)
         table = pa.table(arrays)
-        mask = _exact_filter(table, plans)
-        pieces.append(_conform(table.filter(mask).select(wanted), out_schema))
-    return pa.concat_tables(pieces) if pieces else out_schema.empty_table()
+        pieces.append(table.filter(_exact_filter(table, plans)))
+    if not pieces:
+        return out_schema.empty_table()
+    # Selected after concatenating: a table of no columns keeps its row count only until then.
+    return _conform(pa.concat_tables(pieces).select(wanted), out_schema)
+
+
+def _usable(ci: ColumnIndexView, oi: OffsetIndexView, leaf: Leaf) -> bool:
+    """Whether a ColumnIndex (from any writer) is self-consistent enough to prune with. Some
+    writers marked pages null with null count -1 on required columns: such an index is ignored."""
+    if len(ci) != len(oi.pages) or len(ci.min_values) != len(ci) or len(ci.max_values) != len(ci):
+        return False
+    if ci.null_counts is not None and (len(ci.null_counts) != len(ci) or min(ci.null_counts, default=0) < 0):
+        return False
+    if any(ci.null_pages) and leaf.max_def == 0:
+        return False
+    return ci.null_counts is None or all(n > 0 for n, null in zip(ci.null_counts, ci.null_pages) if null)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast decoded columns to the types pyarrow gives the file (its ARROW:schema, if any)."""
-    columns = []
-    for name, target in zip(schema.names, schema.types):
-        column = table.column(name)
+    """The types, nullability and metadata pyarrow gives the file (its ARROW:schema, if any)."""
+    if not schema.names:
+        return _no_columns(table.num_rows, schema.metadata)
+    columns, fields = [], []
+    for target in schema:
+        column = table.column(target.name)
         try:
-            columns.append(column.cast(target) if column.type != target else column)
+            column = column.cast(target.type) if column.type != target.type else column
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            columns.append(column)
-    return pa.table(columns, names=schema.names)
+            target = target.with_type(column.type)
+        columns.append(column)
+        fields.append(target)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=schema.metadata))
 
 
 # ---------------------------------------------------------------- predicates on one column
@@ -233,7 +256,7 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
     f = fields.get(cond.column)
     if f is None:
         raise PredicateError(f"no column {cond.column!r} to filter on")
-    if len(f.leaves) != 1 or len(f.leaves[0].path) != 1:
+    if len(f.leaves) != 1 or len(f.leaves[0].path) != 1 or f.leaves[0].max_rep > 0:
         raise PredicateError(f"column {cond.column!r} is nested; only primitive top-level columns can be filtered")
     leaf = f.leaves[0]
     orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
@@ -249,63 +272,107 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
 
 
 def _arrow_literal(value: Any, typ: pa.DataType, column: str) -> pa.Scalar:
-    """The literal as a scalar comparable with the column (typed by the column's Arrow type)."""
+    """The literal as a scalar comparable with the column, or a PredicateError when its type
+    does not fit the column (a number for a string column, text for a boolean, ...)."""
     base = typ.value_type if pa.types.is_dictionary(typ) else typ
-    textual = pa.types.is_string(base) or pa.types.is_large_string(base)
-    binary = pa.types.is_binary(base) or pa.types.is_large_binary(base) or pa.types.is_fixed_size_binary(base)
     try:
-        if isinstance(value, _Decimalish):
-            number = Decimal(value)
-            if pa.types.is_floating(base):
-                return pa.scalar(float(number), base)
-            if pa.types.is_decimal(base):
-                return pa.scalar(number)
-            return pa.scalar(int(number)) if number == number.to_integral_value() else pa.scalar(float(number))
-        if isinstance(value, str) and binary:
-            return pa.scalar(value.encode(), base)
-        if isinstance(value, str) and not textual:
-            return pa.scalar(value).cast(base)
-        try:
-            return pa.scalar(value, base)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            return pa.scalar(value)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, InvalidOperation) as err:
+        with localcontext() as ctx:
+            ctx.prec = 200  # decimal literals of up to 76 digits stay exact
+            scalar = _literal_for(value, base)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError,
+            OverflowError, InvalidOperation) as err:
         raise PredicateError(f"value {value!r} does not fit column {column!r} of type {typ}: {err}") from None
+    if scalar is None:
+        raise PredicateError(f"value {value!r} does not fit column {column!r} of type {typ}")
+    return scalar
+
+
+def _literal_for(value: Any, base: pa.DataType) -> pa.Scalar | None:
+    numeric = isinstance(value, (int, float, Decimal, _Decimalish)) and not isinstance(value, bool)
+    if pa.types.is_string(base) or pa.types.is_large_string(base) or pa.types.is_string_view(base):
+        return pa.scalar(value, base) if isinstance(value, str) and not isinstance(value, _Decimalish) else None
+    if pa.types.is_binary(base) or pa.types.is_large_binary(base) or pa.types.is_fixed_size_binary(base) \
+            or pa.types.is_binary_view(base):
+        if isinstance(value, str) and not isinstance(value, _Decimalish):
+            value = value.encode()
+        return pa.scalar(value, base) if isinstance(value, bytes) else None
+    if pa.types.is_boolean(base):
+        return pa.scalar(value, base) if isinstance(value, bool) else None
+    if pa.types.is_integer(base):
+        if not numeric:
+            return None
+        number = Decimal(value) if isinstance(value, (_Decimalish, float)) else value
+        if isinstance(number, Decimal) and number != number.to_integral_value():
+            return pa.scalar(float(number))  # compares as a number, matches no integer exactly
+        number = int(number)
+        try:
+            return pa.scalar(number, base)
+        except (pa.ArrowInvalid, OverflowError):
+            # Outside the column's type (int8 < 1000): compare in a wider integer type.
+            return pa.scalar(number, pa.uint64() if number > 0 else pa.int64())
+    if pa.types.is_floating(base):
+        if not numeric:
+            return None
+        # float16 is compared as float32 (pyarrow has no float16 kernels)
+        return pa.scalar(float(Decimal(value) if isinstance(value, _Decimalish) else value),
+                         pa.float32() if base == pa.float16() else base)
+    if pa.types.is_decimal(base):
+        if not numeric and not isinstance(value, str):
+            return None
+        return pa.scalar(Decimal(str(value)))
+    if pa.types.is_temporal(base):
+        if isinstance(value, str) and not isinstance(value, _Decimalish):
+            return pa.scalar(value).cast(base)
+        if numeric or isinstance(value, bool):
+            return None
+        return pa.scalar(value).cast(base)
+    return pa.scalar(value).cast(base)
 
 
 _UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
 
 
-def _key(leaf: Leaf, order: Order, literal: pa.Scalar) -> Any:
-    """The literal as a key in the same domain as bounds.comparable() for this column."""
-    value = literal.as_py()
+def _key(leaf: Leaf, order: Order, literal: pa.Scalar) -> tuple[Any, Any]:
+    """The literal as (low, high) keys in the domain of bounds.comparable() for this column:
+    equal, except a float zero under IEEE_754_TOTAL_ORDER, which stands for -0.0 and +0.0."""
     kind = order.kind
     logical = leaf.logical_type.fields[0].value if leaf.logical_type and leaf.logical_type.fields else None
+    if pa.types.is_temporal(literal.type):
+        if pa.types.is_date(literal.type):
+            key = literal.cast(pa.date32()).cast(pa.int32()).as_py()
+        else:
+            unit = _parquet_unit(leaf, logical)
+            if pa.types.is_timestamp(literal.type):
+                target = pa.timestamp(unit, literal.type.tz)
+            else:
+                target = pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
+            key = literal.cast(target, safe=False).cast(pa.int64()).as_py()
+        return key, key
+    value = literal.as_py()
     if kind is Kind.BOOLEAN:
-        return bool(value)
+        return bool(value), bool(value)
     if kind is Kind.BYTES:
-        return value.encode() if isinstance(value, str) else bytes(value)
+        key = value.encode() if isinstance(value, str) else bytes(value)
+        return key, key
     if kind is Kind.FLOAT:
-        if order.total_order:
-            packed = (np.array([value], "<f2").tobytes() if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY
-                      else struct.pack("<f" if leaf.physical_type == PT.FLOAT else "<d", float(value)))
-            return comparable(leaf, order, packed)
-        return float(value)
+        if not order.total_order:
+            return float(value), float(value)
+        keys = [comparable(leaf, order, _pack_float(leaf, v)) for v in ((-0.0, 0.0) if value == 0 else (value, value))]
+        return keys[0], keys[1]
     if leaf.logical_id == LT.DECIMAL or kind is Kind.DECIMAL_BYTES or leaf.converted_type == 5:
         scale = (logical.get(1) if logical is not None else leaf.scale) or 0
-        return Fraction(Decimal(str(value))) * 10 ** scale
-    if pa.types.is_date(literal.type):
-        return literal.cast(pa.date32()).cast(pa.int32()).as_py()
-    if pa.types.is_timestamp(literal.type) or pa.types.is_time(literal.type):
-        unit = _parquet_unit(leaf, logical)
-        if pa.types.is_timestamp(literal.type):
-            target = pa.timestamp(unit, literal.type.tz)
-        else:
-            target = pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
-        return literal.cast(target).cast(pa.int64()).as_py()
-    if isinstance(value, (int, float, Decimal)):
-        return Fraction(value) if isinstance(value, Decimal) else value
+        key = Fraction(Decimal(str(value))) * 10 ** scale
+        return key, key
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        key = Fraction(value) if isinstance(value, Decimal) else value
+        return key, key
     raise ValueError(f"cannot compare {value!r} with the column's bounds")
+
+
+def _pack_float(leaf: Leaf, value: float) -> bytes:
+    if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        return np.array([value], "<f2").tobytes()
+    return struct.pack("<f" if leaf.physical_type == PT.FLOAT else "<d", float(value))
 
 
 def _parquet_unit(leaf: Leaf, logical: Any) -> str:
@@ -315,24 +382,25 @@ def _parquet_unit(leaf: Leaf, logical: Any) -> str:
 
 
 def _may_match(plan: _Plan, lo: Any, hi: Any) -> bool:
+    """Whether values within [lo, hi] can satisfy the condition (keys are (low, high) pairs)."""
     op, keys = plan.cond.op, plan.keys
     try:
         if op == "=":
-            return lo <= keys[0] <= hi
+            return lo <= keys[0][1] and hi >= keys[0][0]
         if op == "!=":
-            return not (lo == hi == keys[0])
+            return not (lo == hi == keys[0][0] == keys[0][1])
         if op == "<":
-            return lo < keys[0]
+            return lo < keys[0][0]
         if op == "<=":
-            return lo <= keys[0]
+            return lo <= keys[0][1]
         if op == ">":
-            return hi > keys[0]
+            return hi > keys[0][1]
         if op == ">=":
-            return hi >= keys[0]
+            return hi >= keys[0][0]
         if op == "between":
-            return hi >= keys[0] and lo <= keys[1]
+            return hi >= keys[0][0] and lo <= keys[1][1]
         if op == "in":
-            return any(lo <= k <= hi for k in keys)
+            return any(lo <= k[1] and hi >= k[0] for k in keys)
     except TypeError:
         return True
     return True
@@ -351,6 +419,10 @@ def _matching_pages(plan: _Plan, ci: ColumnIndexView) -> list[int]:
     non_null = [i for i in range(n) if not ci.null_pages[i]]
     if plan.keys is None or (op == "!=" and plan.order.kind is Kind.FLOAT and ci.nan_counts is None):
         return non_null
+    if op == "!=" and ci.nan_counts is not None:
+        # NaN != x holds, and NaN lies outside a total-order page's bounds: keep pages with NaN.
+        with_nan = {i for i in non_null if ci.nan_counts[i] > 0}
+        return [i for i in non_null if i in with_nan or not _all_equal(plan, ci, i)]
     lows = [comparable(plan.leaf, plan.order, ci.min_values[i]) for i in non_null]
     highs = [comparable(plan.leaf, plan.order, ci.max_values[i]) for i in non_null]
     if any(v is None or v != v for v in lows + highs):
@@ -363,11 +435,17 @@ def _matching_pages(plan: _Plan, ci: ColumnIndexView) -> list[int]:
 _RANGE_OPS = ("=", "<", "<=", ">", ">=", "between")
 
 
+def _all_equal(plan: _Plan, ci: ColumnIndexView, page: int) -> bool:
+    lo = comparable(plan.leaf, plan.order, ci.min_values[page])
+    hi = comparable(plan.leaf, plan.order, ci.max_values[page])
+    return lo == hi == plan.keys[0][0] == plan.keys[0][1]
+
+
 def _ordered_pages(plan: _Plan, pages: list[int], lows: list, highs: list, order: int) -> list[int]:
     """Binary search: with bounds sorted, the pages that may match form one contiguous run."""
     op, keys = plan.cond.op, plan.keys
-    lower = keys[0] if op in ("=", ">", ">=", "between") else None
-    upper = {"=": keys[0], "<": keys[0], "<=": keys[0], "between": keys[-1]}.get(op)
+    lower = {"=": keys[0][0], ">": keys[0][1], ">=": keys[0][0], "between": keys[0][0]}.get(op)
+    upper = {"=": keys[0][1], "<": keys[0][0], "<=": keys[0][1], "between": keys[-1][1]}.get(op)
     if order == DESCENDING_ORDER:
         pages, lows, highs = pages[::-1], lows[::-1], highs[::-1]
     first, last = 0, len(pages)
@@ -513,9 +591,13 @@ def _read_coalesced(source: Source, wanted: list[tuple[int, int, str]], gap: int
 
 
 def _exact_filter(table: pa.Table, plans: list[_Plan]) -> pa.ChunkedArray:
+    """The predicate applied to decoded rows: nulls never match, comparisons are IEEE (NaN
+    matches only !=), IN is the OR of its equalities."""
     mask = None
     for plan in plans:
         column = table.column(plan.field.name)
+        if column.type == pa.float16():
+            column = column.cast(pa.float32())
         op, lits = plan.cond.op, plan.literals
         if op == "is_null":
             m = pc.is_null(column)
@@ -524,7 +606,9 @@ def _exact_filter(table: pa.Table, plans: list[_Plan]) -> pa.ChunkedArray:
         elif op == "between":
             m = pc.and_(pc.greater_equal(column, lits[0]), pc.less_equal(column, lits[1]))
         elif op == "in":
-            m = pc.is_in(column, value_set=pa.array([l.as_py() for l in lits], type=lits[0].type))
+            m = pc.equal(column, lits[0])
+            for lit in lits[1:]:
+                m = pc.or_(m, pc.equal(column, lit))
         else:
             fn = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
                   ">": pc.greater, ">=": pc.greater_equal}[op]

@@ -630,10 +630,10 @@ def test_truncation_and_boundary_order_on_ties(tmp_path):
 
 
 def test_truncation_of_binary_max_with_carry(tmp_path):
-    """A binary max whose 64-byte prefix ends in 0xFF: pageindex's increment carries and keeps the
-    length (b'a' + 0xFF * 63 -> b'b' + 0x00 * 63), a valid but looser bound than parquet-java's
-    (which drops the wrapped bytes: b'b'). Documented here because it can change boundary order:
-    a following page whose min and max are b'b' makes our max decrease, so the chunk that pyarrow
+    """A binary max whose 64-byte prefix ends in 0xFF: the increment carries and keeps the length
+    (b'a' + 0xFF * 63 -> b'b' + 0x00 * 63), exactly as parquet-java's BinaryTruncator.increment
+    does. Documented here because truncation can change the boundary order: a following page
+    whose min and max are b'b' makes our max decrease, so the chunk that pyarrow (full values)
     calls ASCENDING is UNORDERED in ours. Valid (UNORDERED never lies), just less useful."""
     long_max = b"a" + b"\xff" * 70
     pages = [[b"a", long_max], [b"b", b"b"]]

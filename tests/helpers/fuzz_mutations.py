@@ -40,6 +40,8 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
+import fsspec.implementations.local  # noqa: F401  (pageindex.storage.Source refers to it)
+
 from pageindex import thrift
 from pageindex.footer import decode_footer
 from pageindex.page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, walk_chunk
@@ -352,6 +354,16 @@ def mutate_thrift(buf: bytes, kind: str, rng: random.Random, file_size: int = 0,
     return encode_struct(tree) + buf[end:]
 
 
+def _pick(rng: random.Random, candidates: list):
+    """A (path, node) chosen by depth first, then uniformly: the few top-level fields
+    (row groups, schema, key-value metadata, column orders) are picked as often as the many
+    deep ones (statistics, encodings)."""
+    by_depth: dict[int, list] = {}
+    for path, node in candidates:
+        by_depth.setdefault(len(path), []).append((path, node))
+    return rng.choice(by_depth[rng.choice(sorted(by_depth))])
+
+
 def mutate_tree(tree: Struct, kind: str, rng: random.Random, file_size: int,
                 footer_start: int) -> Struct:
     nodes = list(sites(tree))
@@ -359,28 +371,27 @@ def mutate_tree(tree: Struct, kind: str, rng: random.Random, file_size: int,
         ints = [(p, n) for p, n in nodes if isinstance(n, Field) and n.type in _RANGES]
         if not ints:
             raise NotApplicable("no integer field")
-        path, f = rng.choice(ints)
+        path, f = _pick(rng, ints)
         value = interesting_int(rng, f.type, f.value, file_size, footer_start)
         return edit(tree, path, lambda f: Field(f.id, f.type, value))
     if kind == "footer_delete":
         deletable = [(p, n) for p, n in nodes if p and not isinstance(get(tree, p[:-1]), (Field, TMap))]
         if not deletable:
             raise NotApplicable("nothing to delete")
-        path, _ = rng.choice(deletable)
+        path, _ = _pick(rng, deletable)
         return edit(tree, path, lambda _: _DELETE)
     if kind == "footer_duplicate":
-        lists = [p for p, n in nodes if isinstance(n, TList) and n.items]
+        lists = [(p, n) for p, n in nodes if isinstance(n, TList) and n.items]
         if not lists:
             raise NotApplicable("no list")
-        path = rng.choice(lists)
+        path, _ = _pick(rng, lists)
 
         def dup(lst: TList) -> TList:
             i = rng.randrange(len(lst.items))
             return TList(lst.elem_type, lst.items[: i + 1] + lst.items[i:], lst.is_set)
         return edit(tree, path, dup)
     if kind == "footer_type_swap":
-        fields = [p for p, n in nodes if isinstance(n, Field)]
-        path = rng.choice(fields)
+        path, _ = _pick(rng, [(p, n) for p, n in nodes if isinstance(n, Field)])
         ttype = rng.choice(_SWAP_TYPES)
         value = _sample_value(rng, ttype)
         return edit(tree, path, lambda f: Field(f.id, ttype, value))

@@ -1,0 +1,227 @@
+"""Structure-aware fuzzing of pageindex with mutated corpus files (candidate and oracle).
+
+Four targets (tests/helpers/fuzz_runner.py): the Thrift decoder, the footer reader, the page walk
+with level decoding (chunk_scan.scan_chunk, decode=False) and the full retrofit(dry_run=True),
+which hands pyarrow synthesized files.  Every input runs in a worker process with an
+address-space limit (RLIMIT_AS 4 GiB) and a per-input time bound (10 s); a worker handles many
+inputs and reports one JSON line per input, so a crash or abort is attributed to its input.
+
+Pass: only pageindex.errors.PageIndexError subclasses escape, no input takes longer than the
+bound, no MemoryError, the worker never dies.
+
+Mutations (tests/helpers/fuzz_mutations.py): flipped bytes and bits, truncations, huge Thrift
+list/map/binary sizes, deep nesting, footer fields edited through pageindex.thrift
+(decode -> edit -> encode: chunk offsets and sizes, index locations, counts, types, deleted and
+duplicated elements), page header bytes and fields (pages found with pageindex.page_walk), page
+bodies, level streams and values (recompressed, with CRCs and offsets fixed so the rest of the
+file still lines up).
+
+Deterministic: input i of a target is a recipe drawn from random.Random(f"{seed}:{target}:{i}");
+the seed is PAGEINDEX_FUZZ_SEED (default below).  By default a fixed number of inputs per target
+runs (about a minute on two cores); PAGEINDEX_FUZZ_SECONDS=N spends about N seconds in total
+instead, continuing the same sequence.
+
+Every failing input is kept under tests/regressions/ (the bytes when under 64 KiB, else the
+recipe that rebuilds them) and replayed by test_regressions_replay.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import fuzz_mutations as fm
+from tests.helpers.fuzz_runner import FAILURES, run_inputs, run_parallel
+
+SEED = int(os.environ.get("PAGEINDEX_FUZZ_SEED", "20260611"))
+FUZZ_SECONDS = float(os.environ.get("PAGEINDEX_FUZZ_SECONDS", "0") or 0)
+WORKERS = max(2, min(4, os.cpu_count() or 2))
+REGRESSIONS = Path(__file__).resolve().parent / "regressions"
+SMALL_INPUT = 64 << 10
+# The valid files mutated: corpus candidates and oracles up to this size (the few larger ones
+# take seconds each unmutated), plus small synthetic files with nested columns and tiny pages.
+MAX_SOURCE_BYTES = 128 << 10
+
+COUNTS = {"thrift": 1200, "footer": 900, "scan": 1000, "retrofit": 1400}
+SHARES = {"thrift": 0.15, "footer": 0.2, "scan": 0.25, "retrofit": 0.4}
+MUTATIONS = {
+    "thrift": fm.THRIFT_KINDS,
+    "footer": ("bytes", "bits", "truncate", "tail_length", "huge_list", "huge_container",
+               "deep_nesting", "footer_field", "chunk_field", "chunk_field", "footer_delete",
+               "footer_duplicate", "footer_type_swap"),
+    "scan": ("chunk_field", "chunk_field", "page_header_bytes", "page_header_field",
+             "page_header_field", "page_body_bytes", "level_stream", "level_stream",
+             "level_stream", "cut_middle", "bytes"),
+    "retrofit": fm.KINDS + ("level_stream", "value_bytes", "page_header_field", "chunk_field"),
+}
+SYNTHETIC = [f"synthetic:{name}" for name in fm.synthetic_files()]
+POOL = fm.corpus_pool(MAX_SOURCE_BYTES) + SYNTHETIC
+NESTED_POOL = fm.nested_pool(MAX_SOURCE_BYTES) + SYNTHETIC
+
+
+def recipe(target: str, i: int, seed: int = SEED) -> dict:
+    rng = random.Random(f"{seed}:{target}:{i}")
+    kind = rng.choice(MUTATIONS[target])
+    name = rng.choice(NESTED_POOL if kind == "level_stream" else POOL)
+    return {"target": target, "file": name, "mutation": kind, "seed": rng.getrandbits(48)}
+
+
+# ---------------------------------------------------------------- regressions
+
+def _options(job: dict) -> dict:
+    return job.get("options") or (fm.options(job) if job["target"] == "retrofit" else {})
+
+
+def save_regression(job: dict, outcome: dict, found_by: str) -> Path:
+    """Keep a failing input: bytes when small, else the recipe (and the hash it must rebuild)."""
+    data = fm.build(job)
+    sha = hashlib.sha256(data).hexdigest()
+    REGRESSIONS.mkdir(exist_ok=True)
+    stem = f"{job['target']}-{job['mutation']}-{sha[:12]}"
+    entry_path = REGRESSIONS / f"{stem}.json"
+    if entry_path.exists():
+        return entry_path
+    small = len(data) < SMALL_INPUT
+    if small:
+        (REGRESSIONS / f"{stem}.bin").write_bytes(data)
+    entry = {
+        "target": job["target"],
+        "recipe": {k: job[k] for k in ("target", "file", "mutation", "seed")},
+        "options": _options(job),
+        "sha256": sha,
+        "size": len(data),
+        "bytes": f"{stem}.bin" if small else None,
+        "found_by": found_by,
+        "first_outcome": {k: outcome.get(k) for k in ("status", "type", "message", "returncode")},
+        "traceback_tail": (outcome.get("traceback") or outcome.get("stderr") or "")[-1500:],
+    }
+    entry_path.write_text(json.dumps(entry, indent=2) + "\n")
+    return entry_path
+
+
+def regression_entries() -> list[Path]:
+    return sorted(REGRESSIONS.glob("*.json")) if REGRESSIONS.is_dir() else []
+
+
+def _failure_report(pairs: list[tuple[dict, dict]]) -> str:
+    lines = []
+    for job, rec in pairs[:12]:
+        tb = (rec.get("traceback") or rec.get("stderr") or "").strip().splitlines()
+        lines.append(f"- {fm.describe(job)} options={_options(job)}: {rec['status']} "
+                     f"{rec.get('type') or ''} {(rec.get('message') or '')[:200]}"
+                     + (f"\n    {tb[-3].strip()} | {tb[-1].strip()}" if len(tb) >= 3 else ""))
+    if len(pairs) > 12:
+        lines.append(f"... and {len(pairs) - 12} more")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the harness itself
+
+def test_harness_attributes_every_failure_to_its_input():
+    """A worker that aborts, exhausts its memory limit, loops in Python or is stuck where the
+    alarm cannot reach it: each failure is pinned on its input and the next input still runs."""
+    good = recipe("thrift", 0)
+    jobs = [good, {"target": "selftest:abort"}, good, {"target": "selftest:memory"},
+            {"target": "selftest:slow", "seconds": 1}, good,
+            {"target": "selftest:stuck", "seconds": 1}, good]
+    out = run_inputs(jobs, per_input=1, grace=3)
+    assert [r["status"] for r in out] == [
+        out[0]["status"], "crashed", out[0]["status"], "error", "timeout", out[0]["status"], "hung",
+        out[0]["status"]], out
+    assert out[0]["status"] not in FAILURES
+    assert out[1]["returncode"] == -6  # SIGABRT
+    assert out[3]["type"] == "MemoryError"
+    assert out[0]["sha256"] == out[2]["sha256"] == out[5]["sha256"] == out[7]["sha256"]
+
+
+def test_inputs_are_deterministic_across_processes():
+    """The parent rebuilds exactly the bytes a worker tested (what regression recipes rely on)."""
+    jobs = [recipe(target, i) for target in MUTATIONS for i in range(25)]
+    out = run_inputs(jobs)
+    checked = 0
+    for job, rec in zip(jobs, out):
+        if rec["status"] == "n/a":
+            continue
+        assert rec["status"] not in ("harness_error",), rec
+        assert hashlib.sha256(fm.build(job)).hexdigest() == rec["sha256"], fm.describe(job)
+        checked += 1
+    assert checked >= 0.9 * len(jobs)
+
+
+# ---------------------------------------------------------------- fuzzing
+
+def _jobs(target: str, start: int, count: int) -> list[dict]:
+    return [recipe(target, i) for i in range(start, start + count)]
+
+
+@pytest.mark.parametrize("target", list(MUTATIONS))
+def test_fuzz(target):
+    started = time.monotonic()
+    pairs: list[tuple[dict, dict]] = []
+    if FUZZ_SECONDS > 0:
+        budget, batch = FUZZ_SECONDS * SHARES[target], 100 * WORKERS
+        while time.monotonic() - started < budget:
+            jobs = _jobs(target, len(pairs), batch)
+            pairs += zip(jobs, run_parallel(jobs, workers=WORKERS))
+    else:
+        jobs = _jobs(target, 0, COUNTS[target])
+        pairs += zip(jobs, run_parallel(jobs, workers=WORKERS))
+    elapsed = time.monotonic() - started
+
+    harness = [(j, r) for j, r in pairs if r["status"] == "harness_error"]
+    assert not harness, "mutation builders failed:\n" + _failure_report(harness)
+    failed = [(j, r) for j, r in pairs if r["status"] in FAILURES]
+    for i, (job, rec) in enumerate(pairs):
+        if rec["status"] in FAILURES:
+            save_regression(job, rec, f"PAGEINDEX_FUZZ_SEED={SEED} {target} input {i}")
+
+    statuses = collections.Counter(r["status"] for _, r in pairs)
+    kinds = collections.Counter(j["mutation"] for j, r in pairs if r["status"] != "n/a")
+    print(f"\nfuzz {target}: {len(pairs)} inputs in {elapsed:.1f}s, {dict(statuses)}")
+    assert not failed, (
+        f"{len(failed)} of {len(pairs)} inputs escaped with something other than a "
+        f"PageIndexError (kept under {REGRESSIONS}):\n" + _failure_report(failed))
+
+    # The fuzz must reach past the first check: outcomes are mixed, every mutation applies.
+    assert statuses["n/a"] < 0.1 * len(pairs), statuses
+    assert set(kinds) == set(MUTATIONS[target]), kinds
+    assert statuses["ok"] > 0.05 * len(pairs) and statuses["pageindex_error"] > 0.05 * len(pairs) \
+        or target == "scan", statuses
+    if target == "scan":
+        reasons = " ".join(" ".join(r.get("reasons", [])) for _, r in pairs)
+        refused = sum(bool(r.get("chunks_refused")) for _, r in pairs)
+        assert refused > 0.2 * len(pairs), refused
+        for expected in ("level", "page header", "CRC"):
+            assert expected in reasons, f"no chunk refused for a reason mentioning {expected!r}"
+
+
+def test_regressions_replay():
+    """Every input that once failed runs again through its target and must now pass."""
+    entries = [(p, json.loads(p.read_text())) for p in regression_entries()]
+    if not entries:
+        return
+    jobs = []
+    for path, e in entries:
+        job = {"target": e["target"], "options": e.get("options") or None}
+        if e.get("bytes"):
+            bin_path = REGRESSIONS / e["bytes"]
+            assert hashlib.sha256(bin_path.read_bytes()).hexdigest() == e["sha256"], path.name
+            job["bytes_path"] = str(bin_path)
+        else:
+            job.update(e["recipe"])
+        jobs.append(job)
+    out = run_parallel(jobs, workers=WORKERS)
+    bad = []
+    for (path, e), rec in zip(entries, out):
+        if rec.get("sha256") and rec["sha256"] != e["sha256"]:
+            bad.append(f"{path.name}: the recipe no longer rebuilds the failing input")
+        elif rec["status"] not in ("ok", "pageindex_error"):
+            bad.append(f"{path.name}: {rec['status']} {rec.get('type') or ''} "
+                       f"{(rec.get('message') or '')[:200]}")
+    assert not bad, f"{len(bad)} of {len(entries)} regression inputs still fail:\n" + "\n".join(bad)

@@ -1,0 +1,396 @@
+"""Transient S3 faults: a fault-injecting proxy (tests/helpers/fault_proxy.py) between s3fs and
+the moto server answers 503 SlowDown, 500 InternalError, drops connections (before the body,
+after it, or mid-response) on a schedule, and forwards everything else.
+
+- Intermittent faults: retrofit (in place and to another prefix; a small object committed with
+  one PUT and a > 5 MiB one with a multipart upload whose prefix part is copied server side) and
+  the Spark job still succeed, byte-identical to a fault-free run.
+- Permanent faults: the file fails with a StorageError (job: status failed, with that reason),
+  the original object is untouched, nothing is left behind, and the retries are bounded (in time
+  and in the attempts the proxy saw).
+- Backoff: the retried requests' timestamps spread out by the delays botocore's standard mode
+  computed (exponential with jitter).
+
+How many attempts one read makes (measured in test_effective_max_attempts): botocore is
+configured with retries.max_attempts=8, which botocore counts as *retries*, so 9 attempts per
+call; s3fs wraps calls in its own retry loop (5 tries) for SlowDown, connection errors and
+truncated bodies, and nests it twice for reads (cat_file); aiohttp also resends an idempotent
+request once, at once, when a reused keep-alive connection was dropped; botocore's retry quota
+(500 capacity, 5 a retry) caps the total.
+
+Most tests shrink the time actually slept between attempts (``fast_backoff``: botocore still
+computes and records its delays, only the sleep is scaled) so permanent faults end in seconds;
+test_backoff_spreads_retries and the intermittent job tests run with the real delays.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import botocore.retries.standard as botocore_standard
+import pyarrow.parquet as pq
+import pytest
+import s3fs
+
+import pageindex
+from pageindex.errors import StorageError
+from pageindex.job import main as job_main
+from pageindex.storage import s3_options
+from tests.helpers import s3 as s3h
+from tests.helpers.big_files import write_wide_file
+from tests.helpers.fault_proxy import (
+    FaultProxy,
+    Request,
+    every_nth,
+    first_of_each,
+    forward_all,
+    permanent,
+)
+
+FAULTS = ("503", "500", "drop", "drop_after", "truncate")
+BOTOCORE_ATTEMPTS = 9  # retries.max_attempts=8 retries after the first attempt
+S3FS_TRIES = 5  # S3FileSystem.retries
+BACKOFF_SITE = Path(__file__).resolve().parent / "helpers" / "backoff_site"
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> SimpleNamespace:
+    """A small file (one PUT) and a big one (prefix > 5 MiB: multipart), with the bytes a local
+    retrofit gives (the expected result everywhere: output is deterministic)."""
+    d = tmp_path_factory.mktemp("s3faults")
+    out = {}
+    for name, rows in (("small", 1_500), ("big", 8_000)):
+        src = d / f"{name}.parquet"
+        original = write_wide_file(src, rows)
+        pageindex.retrofit(str(src), str(d / f"{name}.ref.parquet"))
+        out[name] = SimpleNamespace(original=original, reference=(d / f"{name}.ref.parquet").read_bytes(),
+                                    rows=rows)
+    assert len(out["big"].original) > 5 << 20 > len(out["small"].original)
+    return SimpleNamespace(**out)
+
+
+@pytest.fixture
+def proxy(s3_server):
+    with FaultProxy(s3_server) as p:
+        yield p
+
+
+def proxied_fs(proxy: FaultProxy) -> s3fs.S3FileSystem:
+    """s3fs through the proxy, with pageindex's retry configuration (what resolve() builds)."""
+    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,
+                             **s3_options(s3h.storage_options(proxy.endpoint)))
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch) -> list[tuple[int, float]]:
+    """Record every delay botocore's standard retry mode computes (attempt, seconds) and sleep
+    only 1% of it."""
+    delays: list[tuple[int, float]] = []
+    real = botocore_standard.ExponentialBackoff.delay_amount
+
+    def delay_amount(self, context):
+        d = real(self, context)
+        delays.append((context.attempt_number, d))
+        return d * 0.01
+
+    monkeypatch.setattr(botocore_standard.ExponentialBackoff, "delay_amount", delay_amount)
+    return delays
+
+
+def _uploads(client, bucket: str) -> list:
+    return client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def _mixed(n: int) -> object:
+    """Every n-th request fails, the k-th failure with FAULTS[k % len(FAULTS)]."""
+    actions = {"k": 0}
+    nth = every_nth(n, "fail")
+
+    def schedule(request: Request) -> str:
+        if nth(request) == "forward":
+            return "forward"
+        actions["k"] += 1
+        return FAULTS[actions["k"] % len(FAULTS)]
+    return schedule
+
+
+# ---------------------------------------------------------------- the proxy itself
+
+def test_proxy_faults_look_like_s3_faults(proxy, s3_bucket):
+    """With botocore's retries off, each action surfaces as the error a client would see."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, ConnectionClosedError, ResponseStreamingError
+
+    client = boto3.client("s3", endpoint_url=proxy.endpoint, aws_access_key_id=s3h.ACCESS_KEY,
+                          aws_secret_access_key=s3h.SECRET_KEY, region_name=s3h.REGION,
+                          config=Config(retries={"max_attempts": 0, "mode": "standard"}))
+    client.put_object(Bucket=s3_bucket, Key="k", Body=b"x" * 1000)
+    assert client.get_object(Bucket=s3_bucket, Key="k")["Body"].read() == b"x" * 1000
+    proxy.reset(permanent("503"))
+    with pytest.raises(ClientError, match="SlowDown"):
+        client.get_object(Bucket=s3_bucket, Key="k")
+    proxy.reset(permanent("500"))
+    with pytest.raises(ClientError, match="InternalError"):
+        client.head_object(Bucket=s3_bucket, Key="k")
+    for action in ("drop", "drop_after"):
+        proxy.reset(permanent(action))
+        with pytest.raises(ConnectionClosedError):
+            client.put_object(Bucket=s3_bucket, Key="k", Body=b"y")
+    proxy.reset(permanent("truncate"))
+    with pytest.raises((ResponseStreamingError, ConnectionError, OSError)):
+        client.get_object(Bucket=s3_bucket, Key="k")["Body"].read()
+    proxy.reset(forward_all)
+    assert client.get_object(Bucket=s3_bucket, Key="k")["Body"].read() == b"x" * 1000
+    assert [r.operation for r in proxy.log] == ["GetObject"]
+
+
+# ---------------------------------------------------------------- intermittent faults
+
+def _run_retrofit(proxy, s3fs_fs, bucket, f, mode):
+    """Upload the original directly (not through the proxy), retrofit through the proxy."""
+    s3fs_fs.pipe(f"{bucket}/in/a.parquet", f.original)
+    fs = proxied_fs(proxy)
+    dst = None if mode == "in_place" else f"{bucket}/out/a.parquet"
+    result = pageindex.retrofit(f"{bucket}/in/a.parquet", dst, filesystem=fs)
+    s3fs_fs.invalidate_cache()
+    return result, s3fs_fs.cat_file(dst or f"{bucket}/in/a.parquet")
+
+
+SCHEDULES = {
+    "every_3rd_mixed": lambda: _mixed(3),
+    "first_2_of_each_op_mixed": lambda: first_of_each(
+        2, lambda r: FAULTS[(r.index + r.op_index) % len(FAULTS)]),
+}
+
+
+@pytest.mark.parametrize("size", ["small", "big"])
+@pytest.mark.parametrize("mode", ["in_place", "other_prefix"])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_intermittent_faults_retrofit_succeeds(sources, proxy, s3fs_fs, s3_bucket, s3_server,
+                                               fast_backoff, size, mode, schedule):
+    f = getattr(sources, size)
+    proxy.reset(SCHEDULES[schedule]())
+    result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, f, mode)
+    assert result.status == "indexed"
+    assert data == f.reference, "the result differs from the fault-free output"
+    faults = [r for r in proxy.log if r.action != "forward"]
+    assert len(faults) >= 3, [(r.operation, r.action) for r in proxy.log]
+    ops = {r.operation for r in proxy.log}
+    assert ("UploadPartCopy" in ops) == (size == "big") and ("PutObject" in ops) == (size == "small")
+    if mode == "other_prefix":
+        assert s3fs_fs.cat_file(f"{s3_bucket}/in/a.parquet") == f.original
+    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+
+
+@pytest.mark.parametrize("action", FAULTS)
+def test_each_fault_once_per_operation(sources, proxy, s3fs_fs, s3_bucket, s3_server,
+                                       fast_backoff, action):
+    """The first request of every operation fails with one kind of fault (multipart path, in
+    place): every step of the read and of the commit is retried."""
+    proxy.reset(first_of_each(1, action))
+    result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, sources.big, "in_place")
+    assert result.status == "indexed" and data == sources.big.reference
+    failed_ops = {r.operation for r in proxy.log if r.action != "forward"}
+    assert {"ListMultipartUploads", "HeadObject", "GetObject", "CreateMultipartUpload",
+            "UploadPartCopy", "UploadPart", "CompleteMultipartUpload"} <= failed_ops
+    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+
+
+def test_lost_create_multipart_response_leaves_an_upload_a_later_run_aborts(
+        sources, proxy, s3fs_fs, s3_bucket, s3_server, fast_backoff):
+    """CreateMultipartUpload applied by the server but its response lost: the client's retry
+    starts a second upload.  The first is orphaned (the run cannot know its id); the run itself
+    succeeds, and the next run's stale-upload cleanup aborts the orphan."""
+    client = s3h.boto3_client(s3_server)
+    proxy.reset(first_of_each(1, "lost_response", operations={"CreateMultipartUpload"}))
+    result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, sources.big, "in_place")
+    assert result.status == "indexed" and data == sources.big.reference
+    assert proxy.stats.count("CreateMultipartUpload") == 2
+    orphans = _uploads(client, s3_bucket)
+    print(f"\norphaned uploads after a lost CreateMultipartUpload response: {len(orphans)}")
+    assert len(orphans) == 1
+    again = pageindex.retrofit(f"{s3_bucket}/in/a.parquet", filesystem=proxied_fs(proxy),
+                               stale_temp_seconds=0)
+    assert again.status == "already_indexed"
+    assert _uploads(client, s3_bucket) == []
+
+
+# ---------------------------------------------------------------- backoff
+
+def test_backoff_spreads_retries(sources, proxy, s3fs_fs, s3_bucket, monkeypatch):
+    """Real delays: the first three HeadObject attempts fail (500).  The retries arrive after
+    the delays botocore drew, each within [0, 2**(k-1)] seconds (exponential, with jitter)."""
+    delays: list[tuple[int, float]] = []
+    real = botocore_standard.ExponentialBackoff.delay_amount
+
+    def delay_amount(self, context):
+        d = real(self, context)
+        delays.append((context.attempt_number, d))
+        return d
+
+    monkeypatch.setattr(botocore_standard.ExponentialBackoff, "delay_amount", delay_amount)
+    proxy.reset(first_of_each(3, "500", operations={"HeadObject"}))
+    result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, sources.small, "other_prefix")
+    assert result.status == "indexed" and data == sources.small.reference
+    heads = [r for r in proxy.log if r.operation == "HeadObject"]
+    assert [r.action for r in heads[:4]] == ["500", "500", "500", "forward"]
+    gaps = [b.time - a.time for a, b in zip(heads, heads[1:4])]
+    assert [a for a, _ in delays[:3]] == [1, 2, 3]
+    for k, ((_, delay), gap) in enumerate(zip(delays, gaps), start=1):
+        assert 0 <= delay <= 2 ** (k - 1)
+        assert gap >= delay - 0.02, (gaps, delays)
+        assert gap <= delay + 1.0, (gaps, delays)
+    print(f"\nretry gaps {[round(g, 3) for g in gaps]} for drawn delays {[round(d, 3) for _, d in delays[:3]]}")
+    assert len({round(d, 6) for _, d in delays[:3]}) == 3, "no jitter"
+
+
+# ---------------------------------------------------------------- permanent faults
+
+def _attempts_bound(action: str) -> int:
+    # per logical read: s3fs retries twice nested for reads, aiohttp resends once on a dropped
+    # keep-alive connection; a commit call is one s3fs loop around botocore.
+    return S3FS_TRIES * S3FS_TRIES * BOTOCORE_ATTEMPTS * 2
+
+
+@pytest.mark.parametrize("action", FAULTS)
+@pytest.mark.parametrize("where", ["source_reads", "commit"])
+def test_permanent_faults_fail_with_storage_error(sources, proxy, s3fs_fs, s3_bucket, s3_server,
+                                                   fast_backoff, action, where):
+    f = sources.big
+    key = f"{s3_bucket}/in/a.parquet"
+    s3fs_fs.pipe(key, f.original)
+    etag = s3h.boto3_client(s3_server).head_object(Bucket=s3_bucket, Key="in/a.parquet")["ETag"]
+    ops = ({"GetObject"} if where == "source_reads"
+           else {"UploadPartCopy", "UploadPart", "CompleteMultipartUpload", "PutObject"})
+    proxy.reset(permanent(action, operations=ops))
+    started = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        pageindex.retrofit(key, filesystem=proxied_fs(proxy))
+    elapsed = time.monotonic() - started
+    attempts = sum(r.operation in ops for r in proxy.log)
+    print(f"\n{action} on {where}: {type(info.value).__name__} after {attempts} attempts, "
+          f"{elapsed:.1f}s (sleeps scaled to 1%), {len(fast_backoff)} backoff delays drawn")
+    assert info.value.path == key
+    assert 1 < attempts <= _attempts_bound(action)
+    assert elapsed < 120
+    s3fs_fs.invalidate_cache()
+    assert s3fs_fs.cat_file(key) == f.original, "the original object changed"
+    assert s3h.boto3_client(s3_server).head_object(Bucket=s3_bucket, Key="in/a.parquet")["ETag"] == etag
+    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+    assert s3fs_fs.find(s3_bucket) == [key]
+
+
+@pytest.mark.parametrize("action,expected", [
+    ("500", BOTOCORE_ATTEMPTS),                # botocore only: InternalError is not s3fs-retried
+    ("503", S3FS_TRIES * BOTOCORE_ATTEMPTS),   # s3fs retries SlowDown around botocore's attempts
+    ("truncate", S3FS_TRIES),                  # headers arrive; s3fs retries the short body
+    ("drop", None),                            # s3fs twice nested x botocore x aiohttp, quota-capped
+])
+def test_effective_max_attempts(sources, proxy, s3fs_fs, s3_bucket, fast_backoff, action, expected):
+    """One ranged read of the source (Source.read -> s3fs cat_file) against a permanent fault:
+    how many requests reach the server before the error surfaces."""
+    from pageindex.storage import open_source
+
+    key = f"{s3_bucket}/in/a.parquet"
+    s3fs_fs.pipe(key, sources.small.original)
+    with open_source(key, proxied_fs(proxy)) as source:
+        proxy.reset(permanent(action, operations={"GetObject"}))
+        with pytest.raises(Exception) as info:
+            source.read(0, 4)
+    attempts = proxy.stats.count("GetObject")
+    print(f"\none read, permanent {action}: {attempts} attempts, {len(fast_backoff)} botocore "
+          f"delays, surfaced as {type(info.value).__module__}.{type(info.value).__name__}")
+    if expected is not None:
+        assert attempts == expected
+    else:
+        assert BOTOCORE_ATTEMPTS < attempts <= _attempts_bound(action)
+    assert isinstance(info.value, StorageError), (
+        f"a permanent {action} surfaced as {type(info.value).__name__}, not a StorageError")
+
+
+# ---------------------------------------------------------------- the Spark job
+
+@pytest.fixture
+def s3_job_spark(spark, s3_server):
+    """The shared session with the fake credentials passed to its Python workers (as
+    spark.executorEnv.* would on a cluster); restored afterwards."""
+    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_EC2_METADATA_DISABLED")
+    env = spark.sparkContext.environment
+    saved = dict(env)
+    env.update({k: os.environ[k] for k in keys})
+    yield spark
+    env.clear()
+    env.update(saved)
+
+
+def _job_dataset(s3fs_fs, bucket: str, sources) -> dict[str, SimpleNamespace]:
+    files = {"data/day=1/small.parquet": sources.small, "data/day=2/big.parquet": sources.big}
+    for rel, f in files.items():
+        s3fs_fs.pipe(f"{bucket}/{rel}", f.original)
+    return files
+
+
+def _report(path: Path) -> dict[str, dict]:
+    return {r["path"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+@pytest.mark.parametrize("mode", ["in_place", "output"])
+def test_job_with_intermittent_faults(s3_job_spark, sources, proxy, s3fs_fs, s3_bucket, s3_server,
+                                      tmp_path, mode):
+    """Real backoff in the executors; every 4th request through the proxy fails."""
+    files = _job_dataset(s3fs_fs, s3_bucket, sources)
+    proxy.reset(_mixed(4))
+    report = tmp_path / "report.jsonl"
+    target = ["--in-place"] if mode == "in_place" else ["--output", f"s3://{s3_bucket}/out/"]
+    code = job_main(["--input", f"s3://{s3_bucket}/data", *target, "--s3-endpoint-url",
+                     proxy.endpoint, "--report", str(report)], spark=s3_job_spark)
+    records = _report(report)
+    assert code == 0, records
+    assert sum(r.action != "forward" for r in proxy.log) >= 3
+    s3fs_fs.invalidate_cache()
+    for rel, f in files.items():
+        rec = records[f"s3://{s3_bucket}/{rel}"]
+        assert rec["status"] == "indexed", rec
+        out = rel if mode == "in_place" else rel.replace("data/", "out/", 1)
+        assert s3fs_fs.cat_file(f"{s3_bucket}/{out}") == f.reference, out
+        if mode == "output":
+            assert s3fs_fs.cat_file(f"{s3_bucket}/{rel}") == f.original
+    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+
+
+@pytest.mark.parametrize("action", ["500", "503", "drop"])
+def test_job_permanent_faults_reported_failed(s3_job_spark, sources, proxy, s3fs_fs, s3_bucket,
+                                              s3_server, tmp_path, action):
+    """Every request for the big file's key fails; the small file is indexed, the big one is
+    reported failed with a StorageError and is untouched.  The executors' backoff sleeps are
+    scaled to 1% (tests/helpers/backoff_site) so the retries end in seconds."""
+    files = _job_dataset(s3fs_fs, s3_bucket, sources)
+    env = s3_job_spark.sparkContext.environment
+    env["PYTHONPATH"] = str(BACKOFF_SITE)
+    env["PAGEINDEX_TEST_BACKOFF_SCALE"] = "0.01"
+    proxy.reset(permanent(action, path_contains="/data/day=2/big.parquet"))
+    report = tmp_path / "report.jsonl"
+    started = time.monotonic()
+    code = job_main(["--input", f"s3://{s3_bucket}/data", "--in-place", "--s3-endpoint-url",
+                     proxy.endpoint, "--report", str(report)], spark=s3_job_spark)
+    elapsed = time.monotonic() - started
+    records = _report(report)
+    bad = records[f"s3://{s3_bucket}/data/day=2/big.parquet"]
+    good = records[f"s3://{s3_bucket}/data/day=1/small.parquet"]
+    attempts = sum("/data/day=2/big.parquet" in r.path for r in proxy.log)
+    print(f"\njob, permanent {action}: {bad['status']} ({bad['reason'][:120]}) after {attempts} "
+          f"attempts in {elapsed:.1f}s")
+    assert code == 1
+    assert good["status"] == "indexed"
+    s3fs_fs.invalidate_cache()
+    assert s3fs_fs.cat_file(f"{s3_bucket}/data/day=1/small.parquet") == sources.small.reference
+    assert s3fs_fs.cat_file(f"{s3_bucket}/data/day=2/big.parquet") == sources.big.original
+    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+    assert 1 < attempts <= _attempts_bound(action) and elapsed < 300
+    assert bad["status"] == "failed" and bad["reason"].startswith("StorageError"), bad
