@@ -19,6 +19,7 @@ from .thrift import Field, Struct, T, TList
 from .truncation import truncate_max, truncate_min
 
 UNORDERED, ASCENDING, DESCENDING = 0, 1, 2
+MAX_CAP = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,8 @@ def _sign_extend(values: pa.Array) -> tuple[np.ndarray, int]:
     return out, width
 
 
-def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray) -> tuple[list, list, list]:
+def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray,
+                     cap: int | None = None) -> tuple[list, list, list]:
     """Per non-empty page, the min and max value under Arrow's (unsigned byte-wise) order.
 
     Aggregated one Arrow chunk at a time (a column can exceed what one aggregation holds), then
@@ -281,19 +283,37 @@ def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray) ->
         pos += len(chunk)
         agg = table.group_by("p", use_threads=False).aggregate([("v", "min_max")])
         mm = agg.column("v_min_max").combine_chunks()
-        for page, lo, hi in zip(agg.column("p").to_pylist(), mm.field("min").to_pylist(),
-                                mm.field("max").to_pylist()):
+        lows, highs = mm.field("min"), mm.field("max")
+        if cap is not None:
+            # Only a prefix can reach the index: never copy megabyte values into Python.
+            lows, highs = pc.binary_slice(lows, 0, cap), pc.binary_slice(highs, 0, cap)
+        for page, lo, hi in zip(agg.column("p").to_pylist(), lows.to_pylist(), highs.to_pylist()):
             seen = merged.get(page)
             merged[page] = [lo, hi] if seen is None else [min(seen[0], lo), max(seen[1], hi)]
     pages = sorted(merged)
     return [merged[p][0] for p in pages], [merged[p][1] for p in pages], pages
 
 
+def _page_max(values: pa.ChunkedArray, defined: np.ndarray, page: int) -> bytes:
+    start = int(defined[:page].sum())
+    return pc.max(values.slice(start, int(defined[page]))).as_py()
+
+
 def _bytes_bounds(order: Order, values: pa.ChunkedArray, defined: np.ndarray, truncate_length: int) -> Bounds:
     n = len(defined)
-    lo, hi, pages = _grouped_min_max(values, defined)
+    # Prefixes of cap bytes decide the truncated bounds: values sharing them truncate alike.
+    # (Arrow's binary_slice must get a stop it can represent: no cap for "no truncation".)
+    cap = truncate_length + 4 if order.truncatable and truncate_length < MAX_CAP else None
+    lo, hi, pages = _grouped_min_max(values, defined, cap)
     if order.truncatable:
-        lo = [truncate_min(v, truncate_length, True) for v in lo]
-        hi = [truncate_max(v, truncate_length, True) for v in hi]
+        lo = [truncate_min(v, truncate_length, True, partial=len(v) == cap) for v in lo]
+        maxes = []
+        for page, v in zip(pages, hi):
+            bound = truncate_max(v, truncate_length, True, partial=len(v) == cap)
+            if len(v) == cap and bound == v:
+                # No shorter upper bound exists, so the whole value is kept: read it in full.
+                bound = _page_max(values, defined, page)
+            maxes.append(bound)
+        hi = maxes
     lo_s, hi_s = _spread(n, pages, lo), _spread(n, pages, hi)
     return Bounds(tuple(lo_s), tuple(hi_s), tuple(lo_s), tuple(hi_s), None)

@@ -1,26 +1,31 @@
-"""Truncation of long BYTE_ARRAY / FIXED_LEN_BYTE_ARRAY bounds, keeping them valid bounds.
+"""Truncation of long BYTE_ARRAY bounds, keeping them valid bounds.
 
 min becomes a prefix; max becomes a prefix incremented (UTF-8 aware where the value is UTF-8).
+The index builder passes only a value's first truncate_length + 4 bytes (`partial`), so whether
+it is UTF-8 is judged on those; either way the results bound the whole value.
 """
 from __future__ import annotations
 
+import codecs
 
-def truncate_min(value: bytes, length: int, utf8_aware: bool) -> bytes:
+
+def truncate_min(value: bytes, length: int, utf8_aware: bool, partial: bool = False) -> bytes:
+    """`partial`: `value` is only a prefix (longer than `length`) of the real value."""
     if len(value) <= length:
         return value
     if utf8_aware:
-        text = _utf8_prefix(value, length)
+        text = _utf8_prefix(value, length, partial)
         if text is not None:
             return text
     return value[:length]
 
 
-def truncate_max(value: bytes, length: int, utf8_aware: bool) -> bytes:
+def truncate_max(value: bytes, length: int, utf8_aware: bool, partial: bool = False) -> bytes:
     """A value >= `value` of at most `length` bytes, or `value` itself when none exists."""
     if len(value) <= length:
         return value
     if utf8_aware:
-        prefix = _utf8_prefix(value, length)
+        prefix = _utf8_prefix(value, length, partial)
         if prefix is not None:
             bumped = _increment_utf8(prefix.decode("utf-8"))
             return bumped if bumped is not None else value
@@ -28,11 +33,11 @@ def truncate_max(value: bytes, length: int, utf8_aware: bool) -> bytes:
     return bumped if bumped is not None else value
 
 
-def _utf8_prefix(value: bytes, length: int) -> bytes | None:
+def _utf8_prefix(value: bytes, length: int, partial: bool = False) -> bytes | None:
     """The longest prefix of at most `length` bytes ending on a character boundary, if `value`
-    is valid UTF-8 and that prefix is not empty."""
+    is valid UTF-8 (a `partial` value may end inside a character) and that prefix is not empty."""
     try:
-        value.decode("utf-8")
+        codecs.getincrementaldecoder("utf-8")().decode(value, final=not partial)
     except UnicodeDecodeError:
         return None
     cut = length

@@ -79,6 +79,8 @@ def synthesize(elements: Sequence[Struct], columns: Sequence[tuple[ChunkMeta, Ch
 
 
 BATCH_ROWS = 1 << 16
+BIG_CHUNK = 1 << 30
+BATCH_BYTES = 256 << 20
 
 
 def decode_chunk(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by: bytes | None
@@ -87,18 +89,25 @@ def decode_chunk(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by:
 
     A nested batch whose values pass 2 GiB cannot be built, so the batch shrinks until it fits.
     """
-    return decode(synthesize(bare_path(chunk), [(chunk, pages)], num_rows, created_by), num_rows)
+    decoded = sum(p.uncompressed_size for p in pages.pages)
+    return decode(synthesize(bare_path(chunk), [(chunk, pages)], num_rows, created_by), num_rows,
+                  decoded)
 
 
-def decode(buf: bytes, num_rows: int) -> pa.ChunkedArray:
+def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0) -> pa.ChunkedArray:
     """Read a synthesized file's single top-level column: whole, as one array where possible
-    (no concatenation later), in shrinking row batches where nested values pass 2 GiB."""
+    (no concatenation later); in row batches when its pages decode to more than BIG_CHUNK bytes
+    (a nested column cannot hold more than 2 GiB of values in one array)."""
     try:
         reader = pq.ParquetFile(pa.BufferReader(buf))
-        try:
-            column = reader.read_row_group(0, use_threads=False).column(0)
-        except pa.ArrowNotImplementedError:
-            column = _decode_in_batches(reader)
+        if decoded_bytes > BIG_CHUNK:
+            rows = max(1, num_rows * BATCH_BYTES // decoded_bytes)
+            column = _decode_in_batches(reader, rows)
+        else:
+            try:
+                column = reader.read_row_group(0, use_threads=False).column(0)
+            except pa.ArrowNotImplementedError:
+                column = _decode_in_batches(reader, BATCH_ROWS)
     except MalformedFileError:
         raise
     except (OSError, pa.ArrowException, ValueError) as err:
@@ -108,8 +117,7 @@ def decode(buf: bytes, num_rows: int) -> pa.ChunkedArray:
     return column
 
 
-def _decode_in_batches(reader: pq.ParquetFile) -> pa.ChunkedArray:
-    batch_rows = BATCH_ROWS
+def _decode_in_batches(reader: pq.ParquetFile, batch_rows: int) -> pa.ChunkedArray:
     while True:
         try:
             batches = [b.column(0) for b in reader.iter_batches(batch_size=batch_rows, use_threads=False)]

@@ -58,11 +58,22 @@ def made(tmp_path_factory) -> SimpleNamespace:
 
 
 def _check_result(path: Path, made: SimpleNamespace) -> None:
+    """The complete result (byte-identical to the reference, which test_result_verifies checks
+    with pageindex.verify), readable with the original data, no temporaries."""
     assert path.read_bytes() == made.reference, "not the complete result"
+    assert_same_data(made.original_path, path)
+    md = pq.ParquetFile(path).metadata
+    assert all(md.row_group(rg).column(c).has_offset_index
+               for rg in range(md.num_row_groups) for c in range(md.num_columns))
+    assert temporaries(path.parent) == []
+
+
+def test_result_verifies(made, tmp_path):
+    """The file every concurrent run must leave: pageindex.verify finds its index exact."""
+    path = tmp_path / "ref.parquet"
+    path.write_bytes(made.reference)
     result = pageindex.verify(str(path))
     assert result.ok, [str(v) for v in result.violations]
-    assert_same_data(made.original_path, path)
-    assert temporaries(path.parent) == []
 
 
 # ---------------------------------------------------------------- two retrofits at once
@@ -138,7 +149,7 @@ def _rewrite(path: Path, how: str, made: SimpleNamespace) -> bytes:
     raise ValueError(how)
 
 
-HOLD_PHASES = ["footer", "before_copy", "fsync", "before_rename"]
+HOLD_PHASES = ["footer", "before_copy", "after_copy", "fsync"]  # all before the commit's check
 REWRITES = ["same_size_in_place", "new_content_in_place", "renamed_over"]
 
 

@@ -60,7 +60,6 @@ def _made(tmp: Path, name: str, rows: int) -> SimpleNamespace:
     t_orig, t_ref = pq.read_table(io.BytesIO(original)), pq.read_table(io.BytesIO(reference))
     assert t_orig.equals(t_ref)
     assert pq.ParquetFile(io.BytesIO(reference)).metadata.row_group(0).column(0).has_column_index
-    assert pageindex.verify(str(ref)).ok
     return SimpleNamespace(original=original, reference=reference, rows=rows)
 
 

@@ -225,3 +225,57 @@ def test_regressions_replay():
             bad.append(f"{path.name}: {rec['status']} {rec.get('type') or ''} "
                        f"{(rec.get('message') or '')[:200]}")
     assert not bad, f"{len(bad)} of {len(entries)} regression inputs still fail:\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------- findings: minimal repros
+# Each of these reproduces, by hand and in-process, a class of failures the fuzz found (their
+# fuzz inputs are kept under tests/regressions/).
+
+from pageindex.errors import MalformedFileError, PageIndexError  # noqa: E402
+from pageindex.page_walk import page_from_header  # noqa: E402
+from pageindex.thrift import Field, Struct, T, TList, decode_struct, encode_struct  # noqa: E402
+
+
+@pytest.mark.parametrize("kind,sub_id", [(0, 5), (2, 7), (3, 8)], ids=["v1", "dictionary", "v2"])
+def test_page_header_whose_sub_header_is_not_a_struct_is_malformed(kind, sub_id):
+    """A PageHeader whose data_page_header / dictionary_page_header / data_page_header_v2
+    field holds an integer (one flipped type nibble does it) must be refused as malformed,
+    not end in AttributeError ('int' object has no attribute 'get') in page_walk._int."""
+    header = Struct((Field(1, T.I32, kind), Field(2, T.I32, 10), Field(3, T.I32, 10),
+                     Field(sub_id, T.I32, 7)))
+    with pytest.raises(MalformedFileError):
+        page_from_header(header, 4, 12)
+
+
+FOOTER_TYPE_CASES = {
+    # FileMetaData field 5 key_value_metadata, 6 created_by, 7 column_orders
+    "key_value_metadata=i32(1)": (5, T.I32, 1, {}),
+    "key_value_metadata=i32(0)": (5, T.I32, 0, {}),
+    "key_value_metadata=list<i32>": (5, T.LIST, TList(T.I32, (1, 2)), {}),
+    "created_by=list<i32>": (6, T.LIST, TList(T.I32, (1,)), {}),
+    "created_by=i32": (6, T.I32, 5, {}),
+    "created_by=i32,trust_page_stats": (6, T.I32, 5, {"trust_page_stats": True}),
+    "column_orders=i32": (7, T.I32, 5, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(FOOTER_TYPE_CASES))
+def test_footer_field_of_unexpected_type_is_malformed(case, tmp_path):
+    """FileMetaData fields the footer reader does not type-check (key_value_metadata,
+    created_by, column_orders) reach code that assumes their type: AttributeError or
+    TypeError (Footer.key_value, Footer.created_by, writer._with_marker, compute_indexes,
+    values.synthesize's encode) instead of a MalformedFileError."""
+    field_id, ttype, value, options = FOOTER_TYPE_CASES[case]
+    data = fm.source_bytes("parquet-testing/data/alltypes_plain.parquet")
+    start, raw = fm.split(data)
+    meta, _ = decode_struct(raw)
+    path = tmp_path / "f.parquet"
+    path.write_bytes(fm.assemble(data, start, encode_struct(meta.set(field_id, ttype, value))))
+    import pageindex
+
+    try:
+        pageindex.retrofit(str(path), dry_run=True, force=True, **options)
+    except PageIndexError:
+        pass  # refusing the file is right; indexing it anyway would be too
+    except Exception as err:  # noqa: BLE001
+        pytest.fail(f"{type(err).__name__}: {err}")
