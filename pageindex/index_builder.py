@@ -266,8 +266,7 @@ def _sign_extend(values: pa.Array) -> tuple[np.ndarray, int]:
     return out, width
 
 
-def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray,
-                     cap: int | None = None) -> tuple[list, list, list]:
+def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray) -> tuple[list, list, list]:
     """Per non-empty page, the min and max value under Arrow's (unsigned byte-wise) order.
 
     Aggregated one Arrow chunk at a time (a column can exceed what one aggregation holds), then
@@ -284,9 +283,6 @@ def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray,
         agg = table.group_by("p", use_threads=False).aggregate([("v", "min_max")])
         mm = agg.column("v_min_max").combine_chunks()
         lows, highs = mm.field("min"), mm.field("max")
-        if cap is not None:
-            # Only a prefix can reach the index: never copy megabyte values into Python.
-            lows, highs = pc.binary_slice(lows, 0, cap), pc.binary_slice(highs, 0, cap)
         for page, lo, hi in zip(agg.column("p").to_pylist(), lows.to_pylist(), highs.to_pylist()):
             seen = merged.get(page)
             merged[page] = [lo, hi] if seen is None else [min(seen[0], lo), max(seen[1], hi)]
@@ -304,7 +300,9 @@ def _bytes_bounds(order: Order, values: pa.ChunkedArray, defined: np.ndarray, tr
     # Prefixes of cap bytes decide the truncated bounds: values sharing them truncate alike.
     # (Arrow's binary_slice must get a stop it can represent: no cap for "no truncation".)
     cap = truncate_length + 4 if order.truncatable and truncate_length < MAX_CAP else None
-    lo, hi, pages = _grouped_min_max(values, defined, cap)
+    # Aggregating the prefixes (not the values) keeps memory at pages x cap, however long the
+    # values are; prefixes order like their values except in ties, which truncate alike.
+    lo, hi, pages = _grouped_min_max(values if cap is None else pc.binary_slice(values, 0, cap), defined)
     if order.truncatable:
         lo = [truncate_min(v, truncate_length, True, partial=len(v) == cap) for v in lo]
         maxes = []

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from . import __version__
 from . import page_stats
 from .chunk_scan import scan_chunk
@@ -147,6 +149,8 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int,
             order = order_for(chunk.leaf, declared[chunk.column] if declared is not None else None)
             fast = _from_page_stats(source, footer, chunk, order, truncate_length) if trust_page_stats else None
             result, report = fast or _chunk_indexes(source, footer, chunk, order, truncate_length)
+            # One chunk at a time: hand the decoded chunk's memory back before the next one.
+            pa.default_memory_pool().release_unused()
             out_row.append(result)
             reports.append(report)
         indexes.append(out_row)
