@@ -1,8 +1,5 @@
-"""`make run`: build a legacy Hive-partitioned dataset, retrofit it with the Spark job in place,
-and show the effect on a point lookup with Spark's own scan metrics.
-
-The dataset is written by pyarrow and by DuckDB without page indexes, sorted by event_id in
-each file. Everything runs on local Spark; the data lands in ./run/sample.
+"""`make run`: build a legacy Hive-partitioned dataset (pyarrow and DuckDB, no page index),
+retrofit it with the Spark job in place, and show Spark's scan rows for a point lookup before/after.
 """
 from __future__ import annotations
 

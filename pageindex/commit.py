@@ -1,7 +1,5 @@
-"""Commit: write prefix + tail to the destination atomically, never exposing a partial file.
-
-Local paths: a unique temporary sibling, then rename. S3: a multipart upload whose prefix parts
-are copied server-side from the exact object version read; other filesystems: one upload.
+"""Commit: write prefix + tail atomically (local: temporary sibling + rename; S3: multipart with
+the prefix copied server-side), refusing when the source changed; clean dead runs' temporaries.
 """
 from __future__ import annotations
 

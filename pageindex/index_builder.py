@@ -1,7 +1,5 @@
-"""Index builder: exact per-page bounds, null counts and boundary order for one column chunk.
-
-Input is the chunk's defined values (decoded by Arrow) and per-page counts; output is the
-ColumnIndex and OffsetIndex as Thrift structs. All per-value work is vectorized.
+"""Index builder: exact per-page bounds, null counts and boundary order of one column chunk,
+vectorized over its decoded values, serialized as ColumnIndex and OffsetIndex structs.
 """
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Lookup: a page-skipping reader for point lookups and range scans on indexed Parquet files.
-
-Row groups are pruned by chunk statistics, pages by the ColumnIndex (binary search when the
-bounds are ordered); each retrieved column then fetches and decodes only the pages that overlap
-the surviving rows, with coalesced range reads. Files or columns without an index fall back to
-reading whole column chunks. The predicate is then applied exactly.
+"""Lookup: a page-skipping reader that prunes row groups by statistics and pages by the
+ColumnIndex, then fetches and decodes only the pages of each column that can hold matching rows.
 """
 from __future__ import annotations
 

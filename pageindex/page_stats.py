@@ -1,8 +1,5 @@
-"""Page statistics: build a chunk's indexes from the min/max/null_count its page headers carry,
-reading only the headers, when those statistics can be trusted; else say why not.
-
-Used by retrofit(trust_page_stats=True). Float columns never qualify (a header cannot say
-whether its page holds NaN), nor writers known for wrong statistics (PARQUET-251).
+"""Page statistics: a chunk's indexes from the min/max/null_count in its page headers, reading
+only the headers, where those can be trusted (never floats, nested columns or known-bad writers).
 """
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Truncation of long BYTE_ARRAY bounds, keeping them valid bounds.
-
-min becomes a prefix; max becomes a prefix incremented (UTF-8 aware where the value is UTF-8).
-The index builder passes only a value's first truncate_length + 4 bytes (`partial`), so whether
-it is UTF-8 is judged on those; either way the results bound the whole value.
+"""Truncation of long BYTE_ARRAY bounds: min becomes a prefix, max an incremented prefix (UTF-8
+aware when the value's first truncate_length + 4 bytes are UTF-8); both still bound the value.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Values of one column chunk, decoded by Arrow C++ from a synthesized single-chunk Parquet file.
-
-The synthesized schema carries physical types only, so values are never reinterpreted through
-logical types or an embedded ARROW:schema, and pyarrow only sees metadata pageindex built.
+"""Values of one column chunk, decoded by Arrow C++ from a synthesized single-chunk file whose
+schema carries physical types only (never an embedded ARROW:schema), built from validated parts.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Verify: check a file's existing page index against its data, for indexes from any writer.
-
-Page locations must match the page walk, bounds must hold every value, null counts and
-boundary order must be exact, and pages must start at row boundaries.
+"""Verify: check an existing page index (any writer's) against the data: page locations, row
+boundaries, bounds holding every value, exact null counts, boundary order.
 """
 from __future__ import annotations
 
