@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from .errors import MalformedFileError, PageIndexError
-from .footer import F, ChunkMeta, Footer
+from .footer import ChunkMeta, Footer
 from .page_levels import PageLevels, flat_counts, flat_levels, needs_level_decoding, nested_levels
 from .page_walk import ChunkPages, walk_chunk
 from .storage import Source
@@ -45,7 +45,7 @@ def _scan(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> Chu
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
     if not decode or levels.split_record_page is not None:
         return ChunkScan(pages, levels, None)
-    created_by = footer.metadata.get(F.FMD_CREATED_BY)
+    created_by = footer.created_by_raw
     array = decode_chunk(chunk, pages, rows, created_by)
     if not nested:
         levels = flat_counts(levels, array, chunk.leaf.max_def)

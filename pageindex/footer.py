@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .errors import EncryptedFileError, MalformedFileError, PageIndexError
 from .schema import Leaf, leaves_of
-from .thrift import Struct, TList, decode_struct
+from .thrift import Struct, T, TList, decode_struct
 
 MAGIC = b"PAR1"
 ENCRYPTED_MAGIC = b"PARE"
@@ -67,11 +67,16 @@ class Footer:
     leaves: tuple[Leaf, ...]
     row_group_rows: tuple[int, ...]
     chunks: tuple[tuple[ChunkMeta, ...], ...]  # [row group][column]
+    column_orders: tuple[Struct, ...] | None  # one per leaf, or None when the file declares none
 
     @property
     def created_by(self) -> str:
         raw = self.metadata.get(F.FMD_CREATED_BY, b"")
         return raw.decode("utf-8", "replace")
+
+    @property
+    def created_by_raw(self) -> bytes | None:
+        return self.metadata.get(F.FMD_CREATED_BY)
 
     def key_value(self, key: str) -> str | None:
         kvs = self.metadata.get(F.FMD_KV)
@@ -80,6 +85,9 @@ class Footer:
                 value = kv.get(F.KV_VALUE)
                 return None if value is None else value.decode("utf-8", "replace")
         return None
+
+    def declared_order(self, column: int) -> Struct | None:
+        return self.column_orders[column] if self.column_orders is not None else None
 
 
 def parse_tail(tail: bytes, file_size: int, path: str) -> int:
@@ -116,10 +124,39 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
         )
     try:
         leaves = leaves_of(metadata.get(F.FMD_SCHEMA))
+        _check_types(metadata)
+        orders = _column_orders(metadata, len(leaves))
     except PageIndexError as err:
         raise err.located(path=path) from None
     rows, chunks = _row_groups(metadata, leaves, footer_start, path)
-    return Footer(file_size, footer_start, metadata, leaves, rows, chunks)
+    return Footer(file_size, footer_start, metadata, leaves, rows, chunks, orders)
+
+
+def _check_types(metadata: Struct) -> None:
+    """Fields pageindex reads must have their declared Thrift types (a corrupt footer can hold
+    any type under any field id)."""
+    created_by = metadata.get(F.FMD_CREATED_BY)
+    if created_by is not None and not isinstance(created_by, bytes):
+        raise MalformedFileError("created_by is not a string")
+    kvs = metadata.get(F.FMD_KV)
+    if kvs is None:
+        return
+    if not isinstance(kvs, TList) or kvs.elem_type != T.STRUCT:
+        raise MalformedFileError("key_value_metadata is not a list of structs")
+    for kv in kvs.items:
+        if not isinstance(kv.get(F.KV_KEY), bytes) or not isinstance(kv.get(F.KV_VALUE, b""), bytes):
+            raise MalformedFileError("a key_value_metadata entry has no string key or value")
+
+
+def _column_orders(metadata: Struct, leaves: int) -> tuple[Struct, ...] | None:
+    orders = metadata.get(F.FMD_COLUMN_ORDERS)
+    if orders is None:
+        return None
+    if not isinstance(orders, TList) or orders.elem_type != T.STRUCT:
+        raise MalformedFileError("column_orders is not a list of structs")
+    if len(orders.items) != leaves:
+        raise MalformedFileError(f"{len(orders.items)} column orders for {leaves} columns")
+    return orders.items
 
 
 def _require_int(s: Struct, field_id: int, what: str, lo: int, hi: int) -> int:

@@ -11,7 +11,7 @@ import bisect
 
 from .bounds import comparable, render
 from .column_order import order_for
-from .footer import F, ChunkMeta
+from .footer import ChunkMeta
 from .page_index import ColumnIndexView
 from .footer import Footer
 from .page_index import BOUNDARY_ORDER_NAMES, read_column_index, read_offset_index
@@ -85,7 +85,6 @@ class FileView:
 def inspect_file(path: str, filesystem: Any = None) -> FileView:
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
-        orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
         chunks = []
         for row in footer.chunks:
             for chunk in row:
@@ -107,7 +106,7 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     len(oi.pages) if oi else 0, oi is not None, ci is not None,
                     BOUNDARY_ORDER_NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
                     sum(ci.null_pages) if ci else None,
-                    _point_lookup_fraction(chunk, ci, orders.items[chunk.column] if orders else None),
+                    _point_lookup_fraction(chunk, ci, footer.declared_order(chunk.column)),
                     tuple(rows),
                 ))
         return FileView(source.path, footer.created_by, _num_rows(footer), is_fully_indexed(footer),

@@ -26,7 +26,7 @@ from .page_index import read_column_index, read_offset_index
 from .page_walk import ChunkPages, read_page_header, walk_chunk
 from .predicate import Condition, PredicateError, _Decimalish, parse
 from .retrofit import read_footer
-from .schema import PT, SE, Leaf
+from .schema import PT, SE, Leaf, element_name
 from .storage import Source, open_source
 from .thrift import Struct, encode_struct
 from .values import decode, synthesize
@@ -105,23 +105,22 @@ class _Field:
 
 
 def _fields(footer: Footer, schema: pa.Schema) -> dict[str, _Field]:
+    """Top-level fields with their schema subtrees (children counted as schema.leaves_of does)."""
     items = footer.metadata.get(F.FMD_SCHEMA).items
+    by_name: dict[str, list[Leaf]] = {}
+    for leaf in footer.leaves:
+        by_name.setdefault(leaf.path[0], []).append(leaf)
     out, pos = {}, 1
-    for top in range(items[0].get(SE.NUM_CHILDREN)):
+    for _ in range(items[0].get(SE.NUM_CHILDREN)):
         start, pending = pos, 1
         while pending:
-            pending += (items[pos].get(SE.NUM_CHILDREN) or 0) - 1
+            children = items[pos].get(SE.NUM_CHILDREN)
+            pending += (children if isinstance(children, int) and children > 0 else 0) - 1
             pos += 1
-        name = _name(items[start])
-        leaves = tuple(leaf for leaf in footer.leaves if leaf.path[0] == name)
+        name = element_name(items[start])
         arrow_type = schema.field(name).type if name in schema.names else None
-        out[name] = _Field(name, tuple(items[start:pos]), leaves, arrow_type)
+        out[name] = _Field(name, tuple(items[start:pos]), tuple(by_name.get(name, ())), arrow_type)
     return out
-
-
-def _name(element: Struct) -> str:
-    raw = element.get(SE.NAME, b"")
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
 
 
 def _arrow_schema(footer: Footer) -> pa.Schema:
@@ -146,7 +145,7 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
     plans = [_plan(c, fields, footer) for c in conditions]
     needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
     out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
-    created_by = footer.metadata.get(F.FMD_CREATED_BY)
+    created_by = footer.created_by_raw
     pieces = []
     for rg, rows in enumerate(footer.row_group_rows):
         stats.row_groups += 1
@@ -255,8 +254,7 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
     if len(f.leaves) != 1 or len(f.leaves[0].path) != 1 or f.leaves[0].max_rep > 0:
         raise PredicateError(f"column {cond.column!r} is nested; only primitive top-level columns can be filtered")
     leaf = f.leaves[0]
-    orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
-    order = order_for(leaf, orders.items[leaf.index] if orders is not None and leaf.index < len(orders.items) else None)
+    order = order_for(leaf, footer.declared_order(leaf.index))
     literals = tuple(_arrow_literal(v, f.arrow_type, cond.column) for v in cond.values)
     keys = None
     if order.indexable:

@@ -165,7 +165,9 @@ def read_page_header(buf: bytes, pos: int, file_offset: int) -> Page:
 
 def _int(s: Struct | None, field_id: int, what: str, offset: int, lo: int = 0,
          hi: int = MAX_PAGE_BYTES) -> int:
-    value = s.get(field_id) if s is not None else None
+    if not isinstance(s, Struct):
+        raise MalformedFileError(f"page header has no valid struct for {what}", offset=offset)
+    value = s.get(field_id)
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise MalformedFileError(f"page header {what} is missing or invalid ({value})", offset=offset)
     return value

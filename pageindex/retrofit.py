@@ -15,8 +15,8 @@ from . import page_stats
 from .chunk_scan import scan_chunk
 from .column_order import Order, order_for
 from .commit import clean_stale_temporaries, commit
-from .errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
-from .footer import F, ChunkMeta, Footer, decode_footer, parse_tail
+from .errors import EncryptedFileError, NotParquetError, PageIndexError
+from .footer import ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
 from .page_levels import PageLevels
 from .schema import PT
@@ -137,16 +137,11 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
 def compute_indexes(source: Source, footer: Footer, truncate_length: int,
                     trust_page_stats: bool = False
                     ) -> tuple[list[list[ChunkIndexes]], list[ChunkReport]]:
-    orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
-    declared = orders.items if orders is not None else None
-    if declared is not None and len(declared) != len(footer.leaves):
-        raise MalformedFileError(
-            f"{len(declared)} column orders for {len(footer.leaves)} columns", path=source.path)
     indexes, reports = [], []
     for rg, row in enumerate(footer.chunks):
         out_row = []
         for chunk in row:
-            order = order_for(chunk.leaf, declared[chunk.column] if declared is not None else None)
+            order = order_for(chunk.leaf, footer.declared_order(chunk.column))
             fast = _from_page_stats(source, footer, chunk, order, truncate_length) if trust_page_stats else None
             result, report = fast or _chunk_indexes(source, footer, chunk, order, truncate_length)
             # One chunk at a time: hand the decoded chunk's memory back before the next one.

@@ -112,8 +112,16 @@ def _leaf(index: int, ancestry: tuple[Struct, ...], max_def: int, max_rep: int) 
     ):
         raise MalformedFileError(f"leaf column {index} has invalid type_length {type_length}")
     logical = element.get(SE.LOGICAL_TYPE)
+    # A union holds one struct member; an empty one means no logical type.
+    if logical is not None and not (isinstance(logical, Struct) and len(logical.fields) <= 1
+                                    and all(isinstance(f.value, Struct) for f in logical.fields)):
+        raise MalformedFileError(f"leaf column {index} has a malformed logical type")
+    for field_id, what in ((SE.SCALE, "scale"), (SE.PRECISION, "precision"), (SE.CONVERTED_TYPE, "converted type")):
+        value = element.get(field_id)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise MalformedFileError(f"leaf column {index} has a malformed {what}")
     converted = element.get(SE.CONVERTED_TYPE)
-    path = tuple(_name(e) for e in ancestry)
+    path = tuple(element_name(e) for e in ancestry)
     return Leaf(
         index=index,
         path=path,
@@ -129,6 +137,6 @@ def _leaf(index: int, ancestry: tuple[Struct, ...], max_def: int, max_rep: int) 
     )
 
 
-def _name(element: Struct) -> str:
+def element_name(element: Struct) -> str:
     raw = element.get(SE.NAME, b"")
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)

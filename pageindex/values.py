@@ -103,12 +103,15 @@ def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0) -> pa.ChunkedArray
             column = _decode_in_batches(reader, rows)
         else:
             try:
-                column = reader.read_row_group(0, use_threads=False).column(0)
+                table = reader.read_row_group(0, use_threads=False)
             except pa.ArrowNotImplementedError:
-                column = _decode_in_batches(reader, BATCH_ROWS)
+                table = None
+            if table is not None and table.num_columns != 1:
+                raise MalformedFileError(f"the chunk decodes to {table.num_columns} columns, not 1")
+            column = table.column(0) if table is not None else _decode_in_batches(reader, BATCH_ROWS)
     except MalformedFileError:
         raise
-    except (OSError, pa.ArrowException, ValueError) as err:
+    except (OSError, pa.ArrowException, ValueError, IndexError) as err:
         raise MalformedFileError(f"page data could not be decoded: {err}") from None
     if len(column) != num_rows:
         raise MalformedFileError(f"decoded {len(column)} rows, expected {num_rows}")

@@ -11,7 +11,7 @@ import numpy as np
 from .bounds import comparable
 from .chunk_scan import ChunkScan, scan_chunk
 from .column_order import Order, order_for
-from .footer import F, ChunkMeta, Footer
+from .footer import ChunkMeta, Footer
 from .index_builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
 from .page_index import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from .retrofit import read_footer
@@ -62,19 +62,17 @@ class VerifyResult:
 def verify(path: str, filesystem: Any = None) -> VerifyResult:
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
-        orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
         violations: list[Violation] = []
         pages = with_oi = with_ci = 0
         for row in footer.chunks:
             for chunk in row:
-                declared = orders.items[chunk.column] if orders is not None and chunk.column < len(orders.items) else None
                 oi = read_offset_index(source, chunk)
                 ci = read_column_index(source, chunk)
                 with_oi += oi is not None
                 with_ci += ci is not None
                 if oi is None and ci is None:
                     continue
-                order = order_for(chunk.leaf, declared)
+                order = order_for(chunk.leaf, footer.declared_order(chunk.column))
                 found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
                 violations += found
                 pages += checked
