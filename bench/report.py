@@ -1,0 +1,454 @@
+"""Render bench results (the dict bench.run collects) as RESULTS.md and a console summary."""
+from __future__ import annotations
+
+MB = 1e6
+MiB = 1 << 20
+RSS_ALLOWANCE = 200 * MiB
+
+TOOL_LABELS = {
+    "cat_warm": "cat (warm)",
+    "cp": "cp",
+    "cp_fsync": "cp+fsync",
+    "read_table": "pyarrow read_table",
+    "retrofit": "**retrofit (exact)**",
+    "retrofit_trust": "retrofit --trust-page-stats",
+    "retrofit_dry": "retrofit --dry-run",
+    "retrofit_trust_dry": "--trust-page-stats --dry-run",
+    "pa_rewrite": "pyarrow rewrite",
+    "spark_rewrite": "Spark rewrite",
+}
+
+EXPLAIN = """\
+## What is measured
+
+Every tool runs in its own subprocess pinned with `taskset` to one core (pyarrow limited to one
+CPU thread and one I/O thread; Spark `local[1]`: its JVM boots on all cores, unmeasured, then
+every thread of it is pinned with `taskset -a -p` before the timed jobs). Repetitions are
+interleaved: round *r* runs every tool on every dataset before round *r+1* starts, and the
+tables show the median of the rounds, so machine noise hits every tool alike. MB/s = input
+file size (10^6 bytes) / median seconds. All inputs are warm in the page cache (the same file
+is read by the tools before); `sync` runs (untimed) before each measurement so one tool's
+write-back does not land on the next one.
+
+| column | command | timed part |
+| --- | --- | --- |
+| cat (warm) | `cat FILE > /dev/null`, run twice | the second run (process wall time): the floor for reading the bytes |
+| cp | `cp FILE COPY` | process wall time (coreutils cp, in-kernel copy_file_range on this filesystem; no fsync) |
+| cp+fsync | `cp FILE COPY && sync COPY` | process wall time: the floor for writing a durable copy, which is what retrofit's commit does |
+| pyarrow read_table | `pq.read_table(FILE, use_threads=False)` | the call only (decode floor) |
+| retrofit (exact) | `pageindex retrofit COPY` (in place, CLI entry point `pageindex.cli.main`) on a fresh copy made untimed just before | `cli.main` only: read + decode + build index + copy prefix + write tail + fsync + rename |
+| retrofit --trust-page-stats | the same with `--trust-page-stats` (or `retrofit(..., trust_page_stats=True)` if only the API has it) | as above; skipped while the option does not exist |
+| retrofit --dry-run, --trust-page-stats --dry-run | `pageindex retrofit --dry-run [--trust-page-stats] FILE` | compute only: footer, page walk, decode, index build; no copy, no fsync |
+| pyarrow rewrite | `pq.write_table(pq.read_table(FILE), OUT, write_page_index=True, <same compression, dictionary and page version>)` | read + write (no fsync) |
+| Spark rewrite | `spark.read.parquet(FILE).write.option("compression", C).parquet(DIR)` in one long-lived `local[1]` session | the job only; JVM start and a warm-up job on a tiny file are reported separately |
+
+Peak RSS: the child's own `VmHWM` (read from /proc/self/status as it finishes) for Python
+tools; not `ru_maxrss`, which on Linux carries the harness's high-water mark across fork+exec
+into every child. For Spark: the sum of
+`VmHWM` over the worker process tree (Python driver + JVM), reset through
+`/proc/PID/clear_refs` before each job. A JVM keeps the heap it grew, so Spark's number is
+the high-water mark of a session that has run all earlier jobs too.
+
+Index size: the sum of `column_index_length + offset_index_length` over all chunks, read
+with pageindex's own footer decoder, for the retrofitted file and for pyarrow's (and
+Spark's) rewritten file. "growth" is the whole retrofitted file minus the input (index blocks
+plus the larger footer). The target allows 0.1% over pyarrow's: its rewritten file has other
+page offsets (and, for nested columns, pages cut at other rows), so a few varints differ in
+length either way. Spark's numbers are for its own layout (other row groups and pages, INT96
+timestamps without ColumnIndex) and are shown for reference only.
+
+RSS target: peak RSS of one retrofit <= largest column chunk's `total_uncompressed_size` +
+200 MiB. The uncompressed size is a proxy for the decoded chunk (decoded Arrow arrays can be
+larger: offsets, validity bitmaps, dictionaries expanded), and the 200 MiB allowance has to
+cover the Python interpreter and pyarrow themselves (~100 MiB).
+"""
+
+
+def fmt_s(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.3f}" if x < 10 else f"{x:.1f}")
+
+
+def fmt_mb(n: int | float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / MiB:.0f} MiB" if n >= 10 * MiB else f"{n / MiB:.1f} MiB"
+
+
+def fmt_bytes(n: int | float | None) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}" if n < 10 * size else f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _median(tools: dict, tool: str) -> float | None:
+    return tools.get(tool, {}).get("median")
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def _cpu(tools: dict, tool: str) -> float | None:
+    return tools.get(tool, {}).get("cpu_median")
+
+
+def _cpu_check(row: dict, value: float | None, ok) -> dict:
+    row["cpu_shown"] = f"{value:.2f}x" if value else "-"
+    row["cpu_ok"] = None if value is None else ok(value)
+    return row
+
+
+def contention(results: dict) -> float | None:
+    """Median wall/CPU of pyarrow read_table (CPU bound, warm): ~1 on a free core."""
+    vals = []
+    for tools in results["tools"].values():
+        rt = tools.get("read_table", {})
+        for w, c in zip(rt.get("all", []), rt.get("cpu_all", [])):
+            if c:
+                vals.append(w / c)
+    vals.sort()
+    return vals[len(vals) // 2] if vals else None
+
+
+def _index_check(name: str, ours: dict | None, theirs: dict | None, ours_b, theirs_b) -> dict:
+    row = {"target": "index size <= pyarrow's", "dataset": name, "value": ours_b, "shown": "-", "ok": None}
+    if ours_b is None or theirs_b is None:
+        return row
+    # The rewritten file has its own page offsets (and, for nested columns, pyarrow re-batches
+    # and cuts pages at other rows), so a few varints differ in length either way: allow 0.1%.
+    row["shown"] = f"{fmt_bytes(ours_b)} vs {fmt_bytes(theirs_b)} ({ours_b - theirs_b:+d} B)"
+    row["ok"] = ours_b <= theirs_b * 1.001
+    if ours.get("layout") and ours.get("layout") != theirs.get("layout"):
+        row["shown"] += (f"; pyarrow's rewrite cut pages at other rows ({ours.get('pages')} vs "
+                         f"{theirs.get('pages')} pages)")
+    return row
+
+
+def checks(results: dict) -> list[dict]:
+    """One row per (target, dataset) with value, threshold and verdict (wall time, and the same
+    ratio on CPU time where the target is about speed)."""
+    rows = []
+    by_name = {d["name"]: d for d in results["datasets"]}
+    for name, tools in results["tools"].items():
+        rows += _checks_one(name, tools, by_name, results)
+    return rows
+
+
+def _checks_one(name: str, tools: dict, by_name: dict, results: dict) -> list[dict]:
+    if True:
+        retro = _median(tools, "retrofit")
+        cretro = _cpu(tools, "retrofit")
+        pa_ratio = _ratio(_median(tools, "pa_rewrite"), retro)
+        sp_ratio = _ratio(_median(tools, "spark_rewrite"), retro)
+        rt_ratio = _ratio(retro, _median(tools, "read_table"))
+        trust = _median(tools, "retrofit_trust")
+        trust_ratio = _ratio(retro, trust)
+        tx = tools.get("retrofit_trust", {}).get("extra", {})
+        trust_applies = bool(tx.get("chunks")) and tx.get("chunks_from_page_stats") == tx.get("chunks")
+        dry_ratio = _ratio(_median(tools, "retrofit_dry"), _median(tools, "retrofit_trust_dry"))
+        trust_partial = f" (partial: {tx.get('chunks_from_page_stats')}/{tx.get('chunks')} chunks from page stats)"
+        rss = tools.get("retrofit", {}).get("peak_rss")
+        limit = by_name[name]["largest_chunk"] + RSS_ALLOWANCE
+        idx = results["index"].get(name, {})
+        ours = idx.get("retrofit")
+        theirs = idx.get("pa_rewrite")
+        ours_b = ours["column_index_bytes"] + ours["offset_index_bytes"] if ours else None
+        theirs_b = theirs["column_index_bytes"] + theirs["offset_index_bytes"] if theirs else None
+        return [
+            _cpu_check({"target": "exact >= 3x faster than pyarrow rewrite", "dataset": name, "value": pa_ratio,
+                        "shown": f"{pa_ratio:.2f}x" if pa_ratio else "-", "ok": None if pa_ratio is None else pa_ratio >= 3},
+                       _ratio(_cpu(tools, "pa_rewrite"), cretro), lambda v: v >= 3),
+            _cpu_check({"target": "exact >= 8x faster than Spark rewrite", "dataset": name, "value": sp_ratio,
+                        "shown": f"{sp_ratio:.2f}x" if sp_ratio else "-", "ok": None if sp_ratio is None else sp_ratio >= 8},
+                       _ratio(_cpu(tools, "spark_rewrite"), cretro), lambda v: v >= 8),
+            _cpu_check({"target": "retrofit <= 1.5x pyarrow read_table", "dataset": name, "value": rt_ratio,
+                        "shown": f"{rt_ratio:.2f}x" if rt_ratio else "-", "ok": None if rt_ratio is None else rt_ratio <= 1.5},
+                       _ratio(cretro, _cpu(tools, "read_table")), lambda v: v <= 1.5),
+            {"target": "peak RSS <= largest chunk + 200 MiB", "dataset": name, "value": rss,
+             "shown": f"{fmt_mb(rss)} vs {fmt_mb(limit)}" if rss else "-", "ok": None if rss is None else rss <= limit},
+            _index_check(name, ours, theirs, ours_b, theirs_b),
+            _cpu_check({"target": "trust-page-stats >= 20x faster than exact (where it applies to every chunk)",
+                        "dataset": name, "value": trust_ratio,
+                        "shown": (f"{trust_ratio:.1f}x" + ("" if trust_applies else trust_partial)
+                                  + (f"; compute only (dry-run) {dry_ratio:.1f}x" if dry_ratio else ""))
+                        if trust_ratio else "skipped (option not in this checkout)",
+                        "ok": None if trust_ratio is None or not trust_applies else trust_ratio >= 20},
+                       _ratio(cretro, _cpu(tools, "retrofit_trust")) if trust_applies else None, lambda v: v >= 20),
+        ]
+
+
+def _facts_table(f: dict, results: dict) -> list[str]:
+    sp = results.get("spark", {})
+    lines = ["| fact | value |", "| --- | --- |"]
+    for key, label in (("date", "date"), ("make_target", "make target"), ("command", "exact command"),
+                       ("cpu", "CPU"), ("cores", "cores (machine)"), ("pinning", "pinning"),
+                       ("memory", "memory"), ("kernel", "kernel"), ("filesystem", "filesystem of bench/"),
+                       ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end"),
+                       ("python", "Python"), ("pyarrow", "pyarrow"), ("pyspark", "PySpark"),
+                       ("java", "Java"), ("datafusion", "DataFusion"), ("duckdb", "DuckDB"),
+                       ("pageindex", "pageindex"), ("git", "git commit")):
+        value = f.get(key)
+        if isinstance(value, (list, tuple)):
+            value = " / ".join(f"{v:.2f}" for v in value)
+        if key == "command":
+            value = f"`{value}` (run from the repository root with .venv/bin/python)"
+        lines.append(f"| {label} | {value} |")
+    if sp:
+        lines.append(f"| Spark session start (JVM + SparkSession, local[1]) | {sp['jvm_start']:.1f} s "
+                     f"(worker process ready after {sp['process_start']:.1f} s) |")
+        lines.append(f"| Spark warm-up job (tiny file rewrite, first job in the JVM; run twice, the second pinned) | {fmt_s(sp.get('warmup_job'))} s |")
+        if not sp.get("pinned", True):
+            lines.append("| Spark pinning | FAILED: the JVM ran on every core |")
+        lines.append(f"| Spark idle RSS after start | {fmt_mb(sp.get('baseline_rss'))} |")
+    c = contention(results)
+    if c:
+        lines.append(f"| contention (median wall/CPU of pyarrow read_table; ~1.0 = the pinned core was free) | {c:.2f} |")
+    t = results.get("timings", {})
+    lines.append("| bench wall time | " + ", ".join(f"{k} {v:.0f}s" for k, v in t.items()) + " |")
+    return lines
+
+
+def render(results: dict) -> tuple[str, str]:
+    f = results["facts"]
+    out = [f"# pageindex benchmark results ({'quick' if 'quick' in f['make_target'] else 'full'})", "",
+           f"Generated by `{f['make_target']}` on {f['date']}. Numbers from a shared, noisy machine "
+           "are only comparable within one run; the ratios are what the targets check.", ""]
+    out += ["## Machine", ""] + _facts_table(f, results) + [""]
+    out.append(EXPLAIN)
+
+    out += ["## Datasets", "",
+            "Written by pyarrow without a page index: 1 MiB data pages (no row-count cap, as legacy "
+            "writers did; pyarrow >= 15 would also cut pages at 20,000 rows), page statistics in headers, "
+            "row groups ~128 MiB scaled down for smaller files (about 6 per file), sorted by `id`; "
+            "`u` is an unsorted int64 (a scramble of `id`). Cached in bench/data/ by spec hash.", "",
+            "| dataset | what | size | rows | row groups | largest chunk (uncompressed) |",
+            "| --- | --- | ---: | ---: | ---: | --- |"]
+    for d in results["datasets"]:
+        out.append(f"| {d['name']} | {d['description']} | {fmt_bytes(d['size'])} | {d['rows']:,} | "
+                   f"{d['row_groups']} | {fmt_mb(d['largest_chunk'])} ({d['largest_chunk_at']}) |")
+    out.append("")
+
+    sizes = {d["name"]: d["size"] for d in results["datasets"]}
+    tools = ["cat_warm", "cp", "cp_fsync", "read_table", "retrofit", "retrofit_trust", "retrofit_dry",
+             "retrofit_trust_dry", "pa_rewrite", "spark_rewrite"]
+    out += ["## Throughput (MB/s of input, median of rounds; seconds in parentheses)", "",
+            "| dataset | " + " | ".join(TOOL_LABELS[t] for t in tools) + " |",
+            "| --- |" + " ---: |" * len(tools)]
+    notes = []
+    for name, tr in results["tools"].items():
+        cells = []
+        for t in tools:
+            m = tr.get(t, {}).get("median")
+            if m:
+                cells.append(f"{sizes[name] / MB / m:,.0f} ({fmt_s(m)} s)")
+            else:
+                err = tr.get(t, {}).get("error", "")
+                cells.append("skipped" if err.startswith("skipped") else "error")
+                if err and not err.startswith("skipped"):
+                    notes.append(f"- {name} / {t}: {err[:400]}")
+                elif err and "trust" in t and not any("trust_page_stats" in n for n in notes):
+                    notes.append("- retrofit --trust-page-stats: " + err + "; the row fills in once the "
+                                 "option lands (detected from `pageindex.retrofit`'s signature and the CLI help).")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out += [""] + notes + ([""] if notes else [])
+    out += ["Per-round seconds (in round order) are in the raw JSON (bench/out/results*.json).", ""]
+
+    out += ["## CPU seconds (median of rounds)", "",
+            "User + system CPU time of the operation: less sensitive than wall time to other load on a "
+            "shared machine, but blind to I/O waits such as fsync. Python tools: `time.process_time()` "
+            "around the operation; cat/cp: the whole process; Spark: the worker tree's /proc CPU "
+            "counters around the job.", "",
+            "| dataset | " + " | ".join(TOOL_LABELS[t] for t in tools) + " |",
+            "| --- |" + " ---: |" * len(tools)]
+    for name, tr in results["tools"].items():
+        out.append(f"| {name} | " + " | ".join(fmt_s(tr.get(t, {}).get("cpu_median")) for t in tools) + " |")
+    out.append("")
+
+    out += ["## Ratios", "",
+            "| dataset | pyarrow rewrite / retrofit | Spark rewrite / retrofit | retrofit / read_table | "
+            "retrofit / cp+fsync | exact / trust-stats |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, tr in results["tools"].items():
+        r = _median(tr, "retrofit")
+        vals = [_ratio(_median(tr, "pa_rewrite"), r), _ratio(_median(tr, "spark_rewrite"), r),
+                _ratio(r, _median(tr, "read_table")), _ratio(r, _median(tr, "cp_fsync")),
+                _ratio(r, _median(tr, "retrofit_trust"))]
+        out.append(f"| {name} | " + " | ".join(f"{v:.2f}x" if v else "-" for v in vals) + " |")
+    out += ["", "The same ratios on CPU time:", "",
+            "| dataset | pyarrow rewrite / retrofit | Spark rewrite / retrofit | retrofit / read_table | "
+            "exact / trust-stats |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name, tr in results["tools"].items():
+        def c(t):
+            return tr.get(t, {}).get("cpu_median")
+        r = c("retrofit")
+        vals = [_ratio(c("pa_rewrite"), r), _ratio(c("spark_rewrite"), r), _ratio(r, c("read_table")),
+                _ratio(r, c("retrofit_trust"))]
+        out.append(f"| {name} | " + " | ".join(f"{v:.2f}x" if v else "-" for v in vals) + " |")
+    out.append("")
+
+    out += ["## --trust-page-stats", "",
+            "Chunks whose ColumnIndex came from page-header statistics (the rest were decoded exactly: "
+            "float and nested columns, known-bad writers). End to end, both modes also copy the data "
+            "prefix and fsync it (in-place commit), so cp+fsync bounds the trust speed-up; the dry-run "
+            "columns compare the index computation alone.", "",
+            "| dataset | chunks from page stats | exact s | trust s | speed-up | exact dry-run s | "
+            "trust dry-run s | compute speed-up | cp+fsync s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, tr in results["tools"].items():
+        ex = tr.get("retrofit_trust", {}).get("extra", {})
+        k, n = ex.get("chunks_from_page_stats"), ex.get("chunks")
+        e, t = _median(tr, "retrofit"), _median(tr, "retrofit_trust")
+        ed, td = _median(tr, "retrofit_dry"), _median(tr, "retrofit_trust_dry")
+        sp, spd = _ratio(e, t), _ratio(ed, td)
+        out.append(f"| {name} | {f'{k}/{n}' if n else '-'} | {fmt_s(e)} | {fmt_s(t)} | "
+                   f"{f'{sp:.1f}x' if sp else '-'} | {fmt_s(ed)} | {fmt_s(td)} | {f'{spd:.1f}x' if spd else '-'} | "
+                   f"{fmt_s(_median(tr, 'cp_fsync'))} |")
+    out.append("")
+
+    out += ["## Peak RSS", "", "| dataset | largest chunk | " + " | ".join(
+        TOOL_LABELS[t] for t in ("read_table", "retrofit", "retrofit_trust", "pa_rewrite", "spark_rewrite")) + " |",
+            "| --- | ---: |" + " ---: |" * 5]
+    by_name = {d["name"]: d for d in results["datasets"]}
+    for name, tr in results["tools"].items():
+        cells = [fmt_mb(tr.get(t, {}).get("peak_rss")) for t in
+                 ("read_table", "retrofit", "retrofit_trust", "pa_rewrite", "spark_rewrite")]
+        out.append(f"| {name} | {fmt_mb(by_name[name]['largest_chunk'])} | " + " | ".join(cells) + " |")
+    out.append("")
+
+    out += ["## Index size", "",
+            "| dataset | pageindex CI + OI | pageindex file growth | pyarrow CI + OI | Spark CI + OI | "
+            "chunks with CI, pages (pageindex / pyarrow / Spark) |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for name, idx in results["index"].items():
+        def tot(k):
+            v = idx.get(k)
+            return None if v is None else v["column_index_bytes"] + v["offset_index_bytes"]
+
+        def detail(k):
+            v = idx.get(k)
+            if v is None:
+                return "-"
+            return f"{fmt_bytes(tot(k))} ({fmt_bytes(v['column_index_bytes'])} + {fmt_bytes(v['offset_index_bytes'])})"
+
+        chunks = " / ".join(f"{idx[k]['chunks_with_column_index']}/{idx[k]['chunks']}" if k in idx else "-"
+                            for k in ("retrofit", "pa_rewrite", "spark_rewrite"))
+        chunks += "; pages " + " / ".join(str(idx[k].get("pages", "-")) if k in idx else "-"
+                                          for k in ("retrofit", "pa_rewrite", "spark_rewrite"))
+        if "retrofit" in idx and "pa_rewrite" in idx:
+            same = idx["retrofit"].get("layout") == idx["pa_rewrite"].get("layout")
+            chunks += "; same page layout as pyarrow's" if same else "; pyarrow's pages differ"
+        growth = idx.get("retrofit", {}).get("growth")
+        out.append(f"| {name} | {detail('retrofit')} | {fmt_bytes(growth)} | {detail('pa_rewrite')} | "
+                   f"{detail('spark_rewrite')} | {chunks} |")
+    out.append("")
+
+    if results["queries"]:
+        out += ["## Query effects (before -> after retrofit)", "",
+                "Each query selects `id, u, <payload>`. Spark: numOutputRows of the \"Scan parquet\" node "
+                "(rows left after row-group and ColumnIndex filtering, before Spark's Filter) and the "
+                "query wall time (collect) in the local[1] session. DataFusion (1 partition, page index and "
+                "pushdown on): pages pruned by the page index (of pages considered) and bytes_scanned. "
+                "pageindex lookup: bytes read. Results are the same before and after (checked: result rows).", "",
+                "| dataset | column | query | result rows | Spark scan rows | Spark s | DataFusion pages pruned | "
+                "DataFusion bytes_scanned | lookup bytes read |",
+                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for name, qs in results["queries"].items():
+            pairs: dict[tuple, dict] = {}
+            for q in qs:
+                pairs.setdefault((q["column"], q["query"]), {})[q["state"]] = q
+            for (col, kind), pr in pairs.items():
+                b, a = pr.get("before", {}), pr.get("after", {})
+
+                def arrow(fn):
+                    return f"{fn(b)} -> {fn(a)}"
+
+                def df_pages(q):
+                    df = q.get("df") or {}
+                    tot = df.get("page_index_pages_pruned_total")
+                    return "-" if df.get("page_index_pages_pruned") is None else \
+                        f"{df['page_index_pages_pruned']}/{tot}"
+
+                rows_b = (b.get("df") or {}).get("result_rows")
+                rows_a = (a.get("df") or {}).get("result_rows")
+                same = rows_b == rows_a == b.get("lookup_rows") == a.get("lookup_rows")
+                out.append(
+                    f"| {name} | {col} | {kind} | {rows_a}{'' if same else ' (MISMATCH: ' + str([rows_b, b.get('lookup_rows'), a.get('lookup_rows')]) + ')'} | "
+                    f"{arrow(lambda q: format(q['spark_scan_rows'], ',') if 'spark_scan_rows' in q else '-')} | "
+                    f"{arrow(lambda q: fmt_s(q.get('spark_seconds')))} | {arrow(df_pages)} | "
+                    f"{arrow(lambda q: fmt_bytes((q.get('df') or {}).get('bytes_scanned')))} | "
+                    f"{arrow(lambda q: fmt_bytes(q.get('lookup_bytes_read')))} |")
+        out.append("")
+
+    if results["scale"]:
+        out += ["## Scale cases (each at half and full size; time ratio ~2 = linear, ~4 = quadratic)", "",
+                "| case | size | input | seconds | rate | peak RSS | full / half time |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for row in results["scale"]:
+            for n, r in sorted(row["sizes"].items(), key=lambda kv: int(kv[0])):
+                if not r.get("ok"):
+                    out.append(f"| {row['case']} | {int(n):,} {row['unit']} | {fmt_bytes(r.get('input_bytes'))} | "
+                               f"FAILED | - | - | - |")
+                    continue
+                secs = r.get("seconds")
+                rate = f"{r['files_per_s']:.0f} files/s" if r.get("files_per_s") else \
+                    (f"{r['input_bytes'] / MB / secs:.0f} MB/s" if secs else "-")
+                per = f"{secs / int(n) * 1000:.2f} ms per {row['unit'].rstrip('s')}" if secs else "-"
+                rate = f"{rate}; {per}"
+                extra = f", {r['pages']:,} pages" if r.get("pages") and row["unit"] != "pages" else ""
+                ratio = f"{row['ratio']:.2f}" if row.get("ratio") and int(n) == max(map(int, row["sizes"])) else ""
+                out.append(f"| {row['case']} | {int(n):,} {row['unit']}{extra} | {fmt_bytes(r.get('input_bytes'))} | "
+                           f"{fmt_s(secs)} | {rate} | {fmt_mb(r.get('peak_rss'))} | {ratio} |")
+        out += ["", *[f"- {row['case']}: {row['what']}" for row in results["scale"]], ""]
+        jobs = [r for row in results["scale"] if row["case"] == "files" for r in row["sizes"].values()]
+        if jobs:
+            out.append("The files case runs `pageindex.job.main(['--input', DIR, '--output', OUT])` with a "
+                       f"local[2] session pinned to CPUs {jobs[0].get('cpus')}; seconds exclude the "
+                       "session start; its peak RSS is the sum of VmHWM over the driver's process tree (Python "
+                       "driver, JVM, Python workers) read just before the session stops.")
+            out.append("")
+
+    rows = checks(results)
+    out += ["## Targets", "",
+            "Verdicts on wall time (the targets as stated) and, for the speed targets, on CPU time, "
+            "which a busy shared machine disturbs much less.", "",
+            "| target | dataset | measured (wall) | verdict | on CPU time | CPU verdict |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    out += [f"| {r['target']} | {r['dataset']} | {r['shown']} | {_verdict(r['ok'])} | "
+            f"{r.get('cpu_shown', '')} | {_verdict(r['cpu_ok']) if 'cpu_ok' in r else ''} |" for r in rows]
+    out.append("")
+
+    summary = ["", "=== pageindex bench summary ==="]
+    for name, tr in results["tools"].items():
+        r = _median(tr, "retrofit")
+        parts = [f"{name:<22}"]
+        if r:
+            parts.append(f"retrofit {sizes[name] / MB / r:7.0f} MB/s")
+        for t, label in (("read_table", "read"), ("pa_rewrite", "pa-rw"), ("spark_rewrite", "spark-rw")):
+            m = _median(tr, t)
+            parts.append(f"{label} {sizes[name] / MB / m:6.0f}" if m else f"{label} -")
+        summary.append("  ".join(parts))
+    targets: dict[str, list] = {}
+    for r in rows:
+        targets.setdefault(r["target"], []).append(r)
+    for target, rs in targets.items():
+        verdicts = [r["ok"] for r in rs if r["ok"] is not None]
+        overall = "n/a" if not verdicts else ("PASS" if all(verdicts) else "FAIL")
+        bad = [f"{r['dataset']} {r['shown']}" for r in rs if r["ok"] is False]
+        line = f"{overall:4} {target}" + (f"  (failing: {'; '.join(bad)})" if bad else "")
+        cpu = [r["cpu_ok"] for r in rs if r.get("cpu_ok") is not None]
+        if cpu:
+            line += f"  [on CPU time: {'PASS' if all(cpu) else 'FAIL'}]"
+        summary.append(line)
+    c = contention(results)
+    if c:
+        summary.append(f"contention: pyarrow read_table wall/CPU = {c:.1f} (about 1 on a free core)")
+    for row in results.get("scale", []):
+        if row.get("ratio"):
+            summary.append(f"scale {row['case']}: full/half time {row['ratio']:.2f}")
+    return "\n".join(out), "\n".join(summary)

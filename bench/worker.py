@@ -1,0 +1,278 @@
+"""One measured operation per process: `python -m bench.worker OP ARGS...`.
+
+The last stdout line is a JSON object; "seconds" is the operation alone (imports and interpreter
+start excluded; the parent also records the process wall time). pyarrow is limited to one CPU
+thread and one I/O thread, and the parent pins the process to one core.
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import os
+import re
+import sys
+import time
+from contextlib import redirect_stdout
+
+
+def _single_thread() -> None:
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+
+def vmhwm(pid: int | str = "self") -> int:
+    """Peak RSS in bytes of this process image (VmHWM). Not ru_maxrss: Linux carries the parent's
+    high-water mark over fork+exec into ru_maxrss, which would charge the harness's own memory to
+    every child."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _emit(obj: dict) -> None:
+    obj.setdefault("vmhwm", vmhwm())
+    sys.stdout.write("\n" + json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def trust_support() -> dict:
+    """Whether this checkout's pageindex has the trust-page-stats option (API and CLI)."""
+    import pageindex
+    from pageindex import cli
+
+    api = "trust_page_stats" in inspect.signature(pageindex.retrofit).parameters
+    help_text = io.StringIO()
+    try:
+        with redirect_stdout(help_text):
+            cli.main(["retrofit", "--help"])
+    except SystemExit:
+        pass
+    return {"api": api, "cli": "--trust-page-stats" in help_text.getvalue()}
+
+
+def _warm_path() -> str:
+    """A tiny file each op processes once, untimed, so first-call costs (lazy imports, pyarrow's
+    dataset machinery, allocator warm-up) land outside every tool's timing alike."""
+    from bench.datasets import DATA_DIR, tiny_file
+
+    return tiny_file(str(DATA_DIR / "tiny-warmup.parquet"))
+
+
+def _summary_counts(text: str) -> dict:
+    out = {}
+    for key, pattern in (("pages", r"pages (\d+)"), ("chunks", r"chunks (\d+)"),
+                         ("chunks_with_column_index", r"(\d+) with ColumnIndex"),
+                         ("chunks_from_page_stats", r"(\d+) from page-header statistics")):
+        m = re.search(pattern, text)
+        if m:
+            out[key] = int(m.group(1))
+    out.setdefault("chunks_from_page_stats", 0)
+    return out
+
+
+def op_retrofit(path: str, mode: str = "exact") -> dict:
+    """`pageindex retrofit PATH` in place (on a fresh copy the parent made), through the CLI.
+
+    mode: exact | trust (--trust-page-stats) | trust-api (the library option, when the CLI lacks
+    it); a "-dry" suffix adds --dry-run (compute the index, write nothing)."""
+    import pageindex
+    from pageindex import cli
+
+    dry = mode.endswith("-dry")
+    mode = mode.removesuffix("-dry")
+    with redirect_stdout(io.StringIO()):
+        cli.main(["retrofit", "--dry-run", "--force", _warm_path()])
+    captured = io.StringIO()
+    if mode == "trust-api":
+        started, cpu = time.perf_counter(), time.process_time()
+        result = pageindex.retrofit(path, trust_page_stats=True, dry_run=dry)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        rc = 0
+        counts = {"pages": result.pages, "chunks": len(result.chunks),
+                  "chunks_from_page_stats": sum(getattr(c, "source", "") == "page_stats" for c in result.chunks)}
+    else:
+        argv = ["retrofit", path] + (["--trust-page-stats"] if mode == "trust" else []) + (
+            ["--dry-run"] if dry else [])
+        started, cpu = time.perf_counter(), time.process_time()
+        with redirect_stdout(captured):
+            rc = cli.main(argv)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        counts = _summary_counts(captured.getvalue())
+    return {"seconds": seconds, "cpu": cpu, "rc": rc, "size_after": os.path.getsize(path),
+            "output": captured.getvalue()[-2000:], **counts}
+
+
+def op_retrofit_api(path: str) -> dict:
+    """pageindex.retrofit(PATH) in place through the library, with page and chunk counts."""
+    import pageindex
+
+    started, cpu = time.perf_counter(), time.process_time()
+    result = pageindex.retrofit(path)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": seconds, "cpu": cpu, "pages": result.pages, "chunks": len(result.chunks),
+            "row_groups": result.row_groups, "bytes_in": result.bytes_in,
+            "bytes_out": result.bytes_out, "status": result.status}
+
+
+def op_rewrite(src: str, dst: str, kind_name: str) -> dict:
+    """pyarrow full rewrite with a page index, keeping the kind's compression and page settings."""
+    import pyarrow.parquet as pq
+
+    from bench.datasets import KINDS, write_options
+
+    opts = write_options(KINDS[kind_name]) | {"write_page_index": True}
+    pq.write_table(pq.read_table(_warm_path(), use_threads=False), dst, **opts)
+    os.unlink(dst)
+    started, cpu = time.perf_counter(), time.process_time()
+    # Keep the input's row-group layout (pyarrow's default would merge them into 1M-row groups).
+    rg_rows = pq.ParquetFile(src).metadata.row_group(0).num_rows
+    table = pq.read_table(src, use_threads=False)
+    pq.write_table(table, dst, row_group_size=rg_rows, **opts)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": seconds, "cpu": cpu, "size_after": os.path.getsize(dst),
+            "row_groups": pq.ParquetFile(dst).metadata.num_row_groups}
+
+
+def op_read_table(src: str) -> dict:
+    import pyarrow.parquet as pq
+
+    pq.read_table(_warm_path(), use_threads=False)
+    started, cpu = time.perf_counter(), time.process_time()
+    table = pq.read_table(src, use_threads=False)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": seconds, "cpu": cpu, "decoded_bytes": table.nbytes}
+
+
+def op_queries(spec_json: str) -> dict:
+    """DataFusion page pruning and pageindex lookup I/O for a list of queries on some files."""
+    import pageindex
+    from tests.helpers.datafusion import datafusion_page_pruning
+
+    spec = json.loads(spec_json)
+    out = []
+    for q in spec["queries"]:
+        row = dict(q)
+        started = time.perf_counter()
+        m = datafusion_page_pruning(q["path"], q["where"], columns=", ".join(q["columns"]))
+        row["df_seconds"] = time.perf_counter() - started
+        row["df"] = {k: m.get(k) for k in (
+            "page_index_pages_pruned", "page_index_pages_pruned_total", "page_index_rows_pruned",
+            "page_index_rows_pruned_total", "row_groups_pruned_statistics", "bytes_scanned",
+            "output_rows", "result_rows")}
+        started = time.perf_counter()
+        table, stats = pageindex.lookup(q["path"], q["where"], columns=q["columns"])
+        row["lookup_seconds"] = time.perf_counter() - started
+        row["lookup_bytes_read"] = stats.bytes_read
+        row["lookup_rows"] = table.num_rows
+        out.append(row)
+    return {"queries": out}
+
+
+def op_index_sizes(path: str) -> dict:
+    """Bytes of ColumnIndex and OffsetIndex blocks in a file, from pageindex's footer decoder."""
+    from pageindex.retrofit import read_footer
+    from pageindex.storage import open_source
+
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, f) for f in os.listdir(path)
+                       if f.endswith(".parquet") and not f.startswith((".", "_")))
+    else:
+        files = [path]
+    import hashlib
+
+    from pageindex.page_index import read_offset_index
+
+    ci = oi = chunks = with_ci = with_oi = pages = 0
+    layout = hashlib.sha256()  # every chunk's page row boundaries, to tell equal page layouts
+    for f in files:
+        with open_source(f) as source:
+            footer = read_footer(source)
+            for row in footer.chunks:
+                for c in row:
+                    chunks += 1
+                    if c.column_index:
+                        ci += c.column_index[1]
+                        with_ci += 1
+                    if c.offset_index:
+                        oi += c.offset_index[1]
+                        with_oi += 1
+                        view = read_offset_index(source, c)
+                        pages += len(view.pages)
+                        layout.update(repr([p.first_row_index for p in view.pages]).encode())
+    return {"column_index_bytes": ci, "offset_index_bytes": oi, "chunks": chunks,
+            "chunks_with_column_index": with_ci, "chunks_with_offset_index": with_oi,
+            "files": len(files), "pages": pages, "layout": layout.hexdigest()[:16]}
+
+
+def op_profile(path: str, out_prefix: str) -> dict:
+    """cProfile of an in-memory retrofit (dry run: no copy, no fsync) of PATH."""
+    import cProfile
+    import pstats
+
+    import pageindex
+
+    pageindex.retrofit(_warm_path(), dry_run=True, force=True)
+    prof = cProfile.Profile()
+    started = time.perf_counter()
+    prof.enable()
+    pageindex.retrofit(path, dry_run=True, force=True)
+    prof.disable()
+    seconds = time.perf_counter() - started
+    prof.dump_stats(out_prefix + ".prof")
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("cumulative").print_stats(30)
+    stats.sort_stats("tottime").print_stats(20)
+    with open(out_prefix + ".txt", "w") as f:
+        f.write(text.getvalue())
+    return {"seconds": seconds, "profile": out_prefix + ".txt"}
+
+
+def op_scale_job(src_dir: str, out_dir: str, master: str = "local[2]") -> dict:
+    """pageindex.job.main on a directory of files, with a given local Spark session."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from bench.spark_worker import session_builder
+    from pageindex import job
+
+    started = time.perf_counter()
+    spark = session_builder(master).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm_start = time.perf_counter() - started
+    captured = io.StringIO()
+    started = time.perf_counter()
+    with redirect_stdout(captured):
+        rc = job.main(["--input", src_dir, "--output", out_dir, "--progress-seconds", "3600"],
+                      spark=spark)
+    seconds = time.perf_counter() - started
+    from bench.measure import tree_hwm
+
+    tree = tree_hwm(os.getpid())  # driver + JVM + Python workers still alive
+    spark.stop()
+    SparkSession._instantiatedSession = None
+    return {"seconds": seconds, "jvm_start": jvm_start, "rc": rc, "tree_vmhwm": tree,
+            "output": captured.getvalue()[-1500:]}
+
+
+OPS = {
+    "retrofit": op_retrofit, "retrofit_api": op_retrofit_api, "rewrite": op_rewrite, "read_table": op_read_table,
+    "queries": op_queries, "index_sizes": op_index_sizes, "profile": op_profile,
+    "scale_job": op_scale_job, "trust_support": lambda: trust_support(),
+}
+
+
+def main(argv: list[str]) -> int:
+    _single_thread()
+    op, args = argv[0], argv[1:]
+    _emit(OPS[op](*args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
