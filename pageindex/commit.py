@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 
 from .errors import ConcurrentModificationError, StorageError
-from .storage import Source, current_version
+from .storage import Source, current_version, storage_errors
 
 COPY_BLOCK = 8 << 20
 TEMP_TAG = ".pageindex-tmp-"
@@ -122,12 +122,10 @@ def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs
                    in_place: bool) -> None:
     # An object store makes the object visible only when the upload completes.
     _check_unchanged(source)
-    try:
+    with storage_errors("upload", dst):
         with fs.open(dst, "wb") as out:
             _copy_prefix(source, out, prefix_length)
             out.write(tail)
-    except OSError as err:
-        raise StorageError(f"upload failed: {err}", path=dst) from err
 
 
 # S3 refuses parts under 5 MiB except the last, and copies at most 5 GiB per part.
@@ -169,7 +167,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
     except BaseException:
         try:
             fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
-        except OSError:
+        except Exception:  # noqa: BLE001 - the original failure is what must surface
             pass  # the bucket's lifecycle rule or the next run's cleanup removes it
         raise
     fs.invalidate_cache(dst)
@@ -177,12 +175,13 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
 
 def _s3_call(fs: Any, path: str, method: str, **kwargs: Any) -> dict:
     try:
-        return fs.call_s3(method, **kwargs)
-    except OSError as err:
-        if "PreconditionFailed" in str(err) or "412" in str(err):
+        with storage_errors(f"S3 {method}", path):
+            return fs.call_s3(method, **kwargs)
+    except StorageError as err:
+        if "PreconditionFailed" in err.reason or "412" in err.reason:
             raise ConcurrentModificationError(
                 "object changed while it was processed; not overwritten", path=path) from err
-        raise StorageError(f"S3 {method} failed: {err}", path=path) from err
+        raise
 
 
 def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
@@ -193,9 +192,10 @@ def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
     if is_s3(fs):
         bucket, key = fs.split_path(path)[:2]
         try:
-            uploads = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
-        except OSError:
-            return 0
+            with storage_errors("list uploads", path):
+                uploads = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
+        except StorageError:
+            return 0  # cleanup is best effort; the next run tries again
         for upload in uploads:
             initiated = upload.get("Initiated")
             if upload.get("Key") == key and initiated is not None and now - initiated.timestamp() > older_than:

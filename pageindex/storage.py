@@ -6,12 +6,28 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import fsspec
 
-from .errors import StorageError
+from .errors import PageIndexError, StorageError
+
+
+@contextmanager
+def storage_errors(what: str, path: str, offset: int | None = None) -> Iterator[None]:
+    """Any failure of the filesystem layer (OSError, but also botocore's and aiohttp's own
+    exceptions once retries are exhausted) as a StorageError naming the file."""
+    try:
+        yield
+    except PageIndexError:
+        raise
+    except FileNotFoundError:
+        raise StorageError(f"{what}: not found", path=path, offset=offset) from None
+    except Exception as err:  # noqa: BLE001 - only filesystem calls run inside
+        raise StorageError(f"{what} failed: {type(err).__name__}: {err}", path=path,
+                           offset=offset) from err
 
 
 @dataclass
@@ -70,13 +86,11 @@ class Source:
         end = min(offset + length, self.size)
         if end <= offset:
             return b""
-        try:
+        with storage_errors("read", self.path, offset):
             if self._local:
                 data = os.pread(self.fileno(), end - offset, offset)
             else:
                 data = self.fs.cat_file(self.path, start=offset, end=end)
-        except OSError as err:
-            raise StorageError(f"read failed: {err}", path=self.path, offset=offset) from err
         self.stats.record(offset, len(data), purpose)
         return data
 
@@ -130,13 +144,9 @@ def resolve(path: str, filesystem: Any = None, storage_options: dict[str, Any] |
 
 def file_version(fs: Any, path: str) -> FileVersion:
     """Size, mtime and ETag of a file, as its filesystem reports them now (never cached)."""
-    try:
+    with storage_errors("stat", path):
         fs.invalidate_cache(path)
         info = fs.info(path)
-    except FileNotFoundError:
-        raise StorageError("file not found", path=path) from None
-    except OSError as err:
-        raise StorageError(f"cannot stat file: {err}", path=path) from err
     if info.get("type") not in ("file", None):
         raise StorageError("not a regular file", path=path)
     mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
