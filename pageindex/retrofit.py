@@ -15,12 +15,15 @@ from . import page_stats
 from .chunk_scan import scan_chunk
 from .column_order import Order, order_for
 from .commit import clean_stale_temporaries, commit
-from .errors import EncryptedFileError, NotParquetError, PageIndexError
+from .errors import (
+    ConcurrentModificationError, EncryptedFileError, MalformedFileError, NotParquetError,
+    PageIndexError,
+)
 from .footer import ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
 from .page_levels import PageLevels
 from .schema import PT
-from .storage import Source, open_source, resolve
+from .storage import Source, current_version, open_source, resolve
 from .thrift import Struct
 from .writer import MARKER_KEY, ChunkIndexes, build_tail, marker_value
 
@@ -119,7 +122,14 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             return RetrofitResult(src, None, "already_indexed", source.size, 0,
                                   len(footer.chunks), (), source.stats.bytes_read,
                                   time.monotonic() - started)
-        indexes, reports = compute_indexes(source, footer, truncate_length, trust_page_stats)
+        try:
+            indexes, reports = compute_indexes(source, footer, truncate_length, trust_page_stats)
+        except MalformedFileError as err:
+            # Bytes that stop making sense mid-run may be another writer's, not corruption.
+            if current_version(source) != source.version:
+                raise ConcurrentModificationError(
+                    "file changed while it was processed; not overwritten", path=source.path) from err
+            raise
         tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats))
         out_size = footer.footer_start + len(tail)
         if dry_run:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ import pytest
 
 import pageindex
 from pageindex.errors import ConcurrentModificationError
-from tests.helpers.big_files import wide_table, write_wide_file
+from tests.helpers.big_files import write_wide_file
 from tests.helpers.retrofit_checks import assert_same_data
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -179,6 +178,29 @@ def test_file_rewritten_during_run_is_not_overwritten(made, tmp_path, phase, how
     assert proc.returncode == 1, out
     assert "ERROR ConcurrentModificationError" in out and "changed" in out, out
     assert path.read_bytes() == expected, "the other writer's bytes were overwritten"
+    assert temporaries(tmp_path) == []
+
+
+def test_in_place_rewrite_before_the_scan_is_reported_changed(made, tmp_path, monkeypatch):
+    """Minimal, in-process: another writer truncates and rewrites the file (same inode) after
+    the footer was read.  The run then reads the new bytes at the old footer's offsets; whatever
+    it makes of them, the file changed, and that is what it must report."""
+    import importlib
+
+    retrofit_mod = importlib.import_module("pageindex.retrofit")
+    path = tmp_path / "data.parquet"
+    path.write_bytes(made.original)
+    real = retrofit_mod.compute_indexes
+
+    def racing(*args, **kwargs):
+        with open(path, "wb") as fh:
+            fh.write(made.other)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retrofit_mod, "compute_indexes", racing)
+    with pytest.raises(ConcurrentModificationError):
+        pageindex.retrofit(str(path))
+    assert path.read_bytes() == made.other
     assert temporaries(tmp_path) == []
 
 

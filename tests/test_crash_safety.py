@@ -35,8 +35,8 @@ from tests.helpers.big_files import write_wide_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("PAGEINDEX_CRASH_SEED", "4242"))
-LOCAL_KILLS = 24
-S3_KILLS = 10
+LOCAL_KILLS = 30
+S3_KILLS = 16
 
 
 def write_file(path: Path, rows: int) -> bytes:
@@ -66,7 +66,7 @@ def _made(tmp: Path, name: str, rows: int) -> SimpleNamespace:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> SimpleNamespace:
     tmp = tmp_path_factory.mktemp("crash_sources")
-    return SimpleNamespace(big=_made(tmp, "big", 25_000),      # ~21 MB, local
+    return SimpleNamespace(big=_made(tmp, "big", 40_000),      # ~33 MB, local
                            mid=_made(tmp, "mid", 9_000),       # ~7.5 MB: S3 multipart
                            small=_made(tmp, "small", 1_500))   # ~1.2 MB: S3 single PUT
 
@@ -152,15 +152,16 @@ def test_local_cli_sigkill_at_random_points(files, tmp_path):
 
     rng = random.Random(SEED)
     seen = []
-    for delay in stratified_delays(rng, LOCAL_KILLS, 1.2 * undisturbed):
+    for delay in stratified_delays(rng, LOCAL_KILLS, 1.3 * undisturbed):
         path.write_bytes(f.original)
         code, out = run_killed_after(cli, delay)
         assert code in (0, -signal.SIGKILL), out  # finished, or killed: never failed
         state, left = _check_local_after_kill(path, f)
         seen.append((round(delay, 2), code, state, left))
-    states = {s for _, _, s, _ in seen}
     print(f"\nundisturbed run {undisturbed:.2f}s; kills (delay, code, state, temporary left): {sorted(seen)}")
-    assert states == {"original", "complete"}, seen
+    # the kills spread over the run: some before the commit, most of them really killed
+    assert "original" in {s for _, _, s, _ in seen}, seen
+    assert sum(code == -signal.SIGKILL for _, code, _, _ in seen) >= len(seen) // 2, seen
 
 
 LOCAL_PHASES = ["footer", "before_copy", "after_copy", "fsync", "before_rename", "after_rename"]
@@ -230,14 +231,15 @@ def test_s3_sigkill_at_random_points(files, s3fs_fs, s3_bucket, s3_server):
 
     rng = random.Random(SEED + 1)
     seen = []
-    for delay in stratified_delays(rng, S3_KILLS, 1.2 * undisturbed):
+    for delay in stratified_delays(rng, S3_KILLS, 1.3 * undisturbed):
         fs.pipe(f"{bucket}/{key}", f.original)
         code, out = run_killed_after(runner, delay)
         assert code in (0, -signal.SIGKILL), out
         state, left = _check_s3_after_kill(fs, client, bucket, key, f)
         seen.append((round(delay, 2), code, state, left))
     print(f"\nundisturbed run {undisturbed:.2f}s; kills (delay, code, state, uploads left): {sorted(seen)}")
-    assert {s for _, _, s, _ in seen} == {"original", "complete"}, seen
+    assert "original" in {s for _, _, s, _ in seen}, seen
+    assert sum(code == -signal.SIGKILL for _, code, _, _ in seen) >= len(seen) // 2, seen
 
 
 S3_PHASES = [

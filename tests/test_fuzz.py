@@ -18,7 +18,7 @@ file still lines up).
 
 Deterministic: input i of a target is a recipe drawn from random.Random(f"{seed}:{target}:{i}");
 the seed is PAGEINDEX_FUZZ_SEED (default below).  By default a fixed number of inputs per target
-runs (about a minute on two cores); PAGEINDEX_FUZZ_SECONDS=N spends about N seconds in total
+runs (20-30 s on two idle cores); PAGEINDEX_FUZZ_SECONDS=N spends about N seconds in total
 instead, continuing the same sequence.
 
 Every failing input is kept under tests/regressions/ (the bytes when under 64 KiB, else the
@@ -48,7 +48,7 @@ SMALL_INPUT = 64 << 10
 # take seconds each unmutated), plus small synthetic files with nested columns and tiny pages.
 MAX_SOURCE_BYTES = 128 << 10
 
-COUNTS = {"thrift": 1200, "footer": 900, "scan": 1000, "retrofit": 1400}
+COUNTS = {"thrift": 1500, "footer": 1200, "scan": 1200, "retrofit": 1600}
 SHARES = {"thrift": 0.15, "footer": 0.2, "scan": 0.25, "retrofit": 0.4}
 MUTATIONS = {
     "thrift": fm.THRIFT_KINDS,
@@ -247,30 +247,49 @@ def test_page_header_whose_sub_header_is_not_a_struct_is_malformed(kind, sub_id)
         page_from_header(header, 4, 12)
 
 
+def _top(field_id, ttype, value):
+    return lambda meta: meta.set(field_id, ttype, value)
+
+
+def _leaf(field_id, ttype, value):
+    """Change a field of the first leaf's SchemaElement ("id", INT32, in alltypes_plain)."""
+    def mutate(meta):
+        schema = meta.get(2)
+        items = list(schema.items)
+        items[1] = items[1].set(field_id, ttype, value)
+        return meta.set(2, T.LIST, TList(schema.elem_type, tuple(items)))
+    return mutate
+
+
 FOOTER_TYPE_CASES = {
     # FileMetaData field 5 key_value_metadata, 6 created_by, 7 column_orders
-    "key_value_metadata=i32(1)": (5, T.I32, 1, {}),
-    "key_value_metadata=i32(0)": (5, T.I32, 0, {}),
-    "key_value_metadata=list<i32>": (5, T.LIST, TList(T.I32, (1, 2)), {}),
-    "created_by=list<i32>": (6, T.LIST, TList(T.I32, (1,)), {}),
-    "created_by=i32": (6, T.I32, 5, {}),
-    "created_by=i32,trust_page_stats": (6, T.I32, 5, {"trust_page_stats": True}),
-    "column_orders=i32": (7, T.I32, 5, {}),
+    "key_value_metadata=i32(1)": (_top(5, T.I32, 1), {}),
+    "key_value_metadata=i32(0)": (_top(5, T.I32, 0), {}),
+    "key_value_metadata=list<i32>": (_top(5, T.LIST, TList(T.I32, (1, 2))), {}),
+    "created_by=list<i32>": (_top(6, T.LIST, TList(T.I32, (1,))), {}),
+    "created_by=i32": (_top(6, T.I32, 5), {}),
+    "created_by=i32,trust_page_stats": (_top(6, T.I32, 5), {"trust_page_stats": True}),
+    "column_orders=i32": (_top(7, T.I32, 5), {}),
+    # SchemaElement 10 logicalType: the INTEGER member (10) holding a binary, not a struct
+    "logicalType.INTEGER=binary": (_leaf(10, T.STRUCT, Struct((Field(10, T.BINARY, b"x"),))), {}),
+    # SchemaElement 1 type as an i64 (same value): pageindex accepts it and copies the field
+    # into the file it hands pyarrow, which then has no column -> IndexError in values.decode
+    "schema.type=i64": (_leaf(1, T.I64, 1), {}),
 }
 
 
 @pytest.mark.parametrize("case", list(FOOTER_TYPE_CASES))
 def test_footer_field_of_unexpected_type_is_malformed(case, tmp_path):
-    """FileMetaData fields the footer reader does not type-check (key_value_metadata,
-    created_by, column_orders) reach code that assumes their type: AttributeError or
-    TypeError (Footer.key_value, Footer.created_by, writer._with_marker, compute_indexes,
-    values.synthesize's encode) instead of a MalformedFileError."""
-    field_id, ttype, value, options = FOOTER_TYPE_CASES[case]
+    """Footer fields whose Thrift type is not the one parquet.thrift gives them reach code that
+    assumes it: AttributeError or TypeError (Footer.key_value, Footer.created_by,
+    writer._with_marker, retrofit.compute_indexes, column_order._integer_order, the encoder in
+    values.synthesize) or IndexError (values.decode) instead of a MalformedFileError."""
+    mutate, options = FOOTER_TYPE_CASES[case]
     data = fm.source_bytes("parquet-testing/data/alltypes_plain.parquet")
     start, raw = fm.split(data)
     meta, _ = decode_struct(raw)
     path = tmp_path / "f.parquet"
-    path.write_bytes(fm.assemble(data, start, encode_struct(meta.set(field_id, ttype, value))))
+    path.write_bytes(fm.assemble(data, start, encode_struct(mutate(meta))))
     import pageindex
 
     try:

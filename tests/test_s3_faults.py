@@ -24,7 +24,6 @@ test_backoff_spreads_retries and the intermittent job tests run with the real de
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import time
@@ -32,7 +31,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import botocore.retries.standard as botocore_standard
-import pyarrow.parquet as pq
 import pytest
 import s3fs
 
@@ -105,6 +103,23 @@ def _uploads(client, bucket: str) -> list:
     return client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
 
 
+def _check_uploads_cleaned(proxy: FaultProxy, client, bucket: str, key: str) -> int:
+    """After a successful run: the only incomplete uploads left are those whose
+    CreateMultipartUpload the server applied but whose response was lost (the client retried,
+    and cannot know the first upload's id); the next run's cleanup aborts them.  Returns how
+    many there were."""
+    lost = sum(r.operation == "CreateMultipartUpload" and r.action in ("truncate", "lost_response")
+               for r in proxy.log)
+    proxy.reset(forward_all)
+    left = _uploads(client, bucket)
+    assert len(left) == lost, (left, lost)
+    if left:
+        again = pageindex.retrofit(f"{bucket}/{key}", filesystem=proxied_fs(proxy), stale_temp_seconds=0)
+        assert again.status == "already_indexed"
+        assert _uploads(client, bucket) == []
+    return lost
+
+
 def _mixed(n: int) -> object:
     """Every n-th request fails, the k-th failure with FAULTS[k % len(FAULTS)]."""
     actions = {"k": 0}
@@ -136,6 +151,8 @@ def test_proxy_faults_look_like_s3_faults(proxy, s3_bucket):
         client.get_object(Bucket=s3_bucket, Key="k")
     proxy.reset(permanent("500"))
     with pytest.raises(ClientError, match="InternalError"):
+        client.get_object(Bucket=s3_bucket, Key="k")
+    with pytest.raises(ClientError, match="500"):  # a HEAD error has no body to name the code
         client.head_object(Bucket=s3_bucket, Key="k")
     for action in ("drop", "drop_after"):
         proxy.reset(permanent(action))
@@ -147,6 +164,10 @@ def test_proxy_faults_look_like_s3_faults(proxy, s3_bucket):
     proxy.reset(forward_all)
     assert client.get_object(Bucket=s3_bucket, Key="k")["Body"].read() == b"x" * 1000
     assert [r.operation for r in proxy.log] == ["GetObject"]
+    proxy.reset(permanent("lost_response", operations={"PutObject"}))
+    with pytest.raises(ConnectionClosedError):
+        client.put_object(Bucket=s3_bucket, Key="lost", Body=b"z")
+    assert client.get_object(Bucket=s3_bucket, Key="lost")["Body"].read() == b"z"  # applied
 
 
 # ---------------------------------------------------------------- intermittent faults
@@ -184,7 +205,8 @@ def test_intermittent_faults_retrofit_succeeds(sources, proxy, s3fs_fs, s3_bucke
     assert ("UploadPartCopy" in ops) == (size == "big") and ("PutObject" in ops) == (size == "small")
     if mode == "other_prefix":
         assert s3fs_fs.cat_file(f"{s3_bucket}/in/a.parquet") == f.original
-    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+    _check_uploads_cleaned(proxy, s3h.boto3_client(s3_server), s3_bucket,
+                           "in/a.parquet" if mode == "in_place" else "out/a.parquet")
 
 
 @pytest.mark.parametrize("action", FAULTS)
@@ -198,7 +220,7 @@ def test_each_fault_once_per_operation(sources, proxy, s3fs_fs, s3_bucket, s3_se
     failed_ops = {r.operation for r in proxy.log if r.action != "forward"}
     assert {"ListMultipartUploads", "HeadObject", "GetObject", "CreateMultipartUpload",
             "UploadPartCopy", "UploadPart", "CompleteMultipartUpload"} <= failed_ops
-    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+    _check_uploads_cleaned(proxy, s3h.boto3_client(s3_server), s3_bucket, "in/a.parquet")
 
 
 def test_lost_create_multipart_response_leaves_an_upload_a_later_run_aborts(
@@ -244,7 +266,7 @@ def test_backoff_spreads_retries(sources, proxy, s3fs_fs, s3_bucket, monkeypatch
     for k, ((_, delay), gap) in enumerate(zip(delays, gaps), start=1):
         assert 0 <= delay <= 2 ** (k - 1)
         assert gap >= delay - 0.02, (gaps, delays)
-        assert gap <= delay + 1.0, (gaps, delays)
+        assert gap <= delay + 3.0, (gaps, delays)  # (slack for a loaded machine)
     print(f"\nretry gaps {[round(g, 3) for g in gaps]} for drawn delays {[round(d, 3) for _, d in delays[:3]]}")
     assert len({round(d, 6) for _, d in delays[:3]}) == 3, "no jitter"
 
@@ -252,13 +274,19 @@ def test_backoff_spreads_retries(sources, proxy, s3fs_fs, s3_bucket, monkeypatch
 # ---------------------------------------------------------------- permanent faults
 
 def _attempts_bound(action: str) -> int:
-    # per logical read: s3fs retries twice nested for reads, aiohttp resends once on a dropped
-    # keep-alive connection; a commit call is one s3fs loop around botocore.
+    """The most requests one logical call can make: s3fs's retry loop twice nested (reads),
+    botocore's attempts, aiohttp's immediate resend of an idempotent request on a dropped
+    keep-alive connection (botocore's retry quota usually stops it well before)."""
     return S3FS_TRIES * S3FS_TRIES * BOTOCORE_ATTEMPTS * 2
 
 
-@pytest.mark.parametrize("action", FAULTS)
-@pytest.mark.parametrize("where", ["source_reads", "commit"])
+PERMANENT = [("source_reads", a) for a in ("503", "500", "truncate")] + [
+    ("commit", a) for a in ("503", "500", "drop", "drop_after", "truncate")]
+# (a permanent drop on the source reads is measured in test_effective_max_attempts: s3fs nests
+# two retry loops around each read, so it runs into botocore's retry quota and takes long)
+
+
+@pytest.mark.parametrize("where,action", PERMANENT, ids=[f"{w}-{a}" for w, a in PERMANENT])
 def test_permanent_faults_fail_with_storage_error(sources, proxy, s3fs_fs, s3_bucket, s3_server,
                                                    fast_backoff, action, where):
     f = sources.big
@@ -304,13 +332,74 @@ def test_effective_max_attempts(sources, proxy, s3fs_fs, s3_bucket, fast_backoff
             source.read(0, 4)
     attempts = proxy.stats.count("GetObject")
     print(f"\none read, permanent {action}: {attempts} attempts, {len(fast_backoff)} botocore "
-          f"delays, surfaced as {type(info.value).__module__}.{type(info.value).__name__}")
+          f"delays drawn (unscaled they would sleep {sum(d for _, d in fast_backoff):.0f}s), "
+          f"surfaced as {type(info.value).__module__}.{type(info.value).__name__}")
     if expected is not None:
         assert attempts == expected
     else:
         assert BOTOCORE_ATTEMPTS < attempts <= _attempts_bound(action)
     assert isinstance(info.value, StorageError), (
         f"a permanent {action} surfaced as {type(info.value).__name__}, not a StorageError")
+
+
+def _transport_errors() -> dict:
+    """What s3fs lets through untranslated when its and botocore's retries give up on a broken
+    connection or response (only botocore ClientErrors become OSError)."""
+    import aiohttp
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+    from botocore.parsers import ResponseParserError
+
+    return {
+        "ConnectionClosedError": lambda: ConnectionClosedError(endpoint_url="http://s3"),
+        "EndpointConnectionError": lambda: EndpointConnectionError(endpoint_url="http://s3"),
+        "ReadTimeoutError": lambda: ReadTimeoutError(endpoint_url="http://s3"),
+        "ResponseParserError": lambda: ResponseParserError("truncated XML"),
+        "ClientPayloadError": lambda: aiohttp.ClientPayloadError("Response payload is not completed"),
+    }
+
+
+@pytest.mark.parametrize("error", list(_transport_errors()))
+@pytest.mark.parametrize("call", ["Source.read", "file_version", "commit"])
+def test_transport_errors_become_storage_errors(error, call):
+    """Minimal reproduction, without a network: a filesystem whose calls fail the way s3fs
+    fails after its retries give up on a dropped connection or a truncated response.  Source.read,
+    file_version (stat) and the S3 commit only catch OSError, so these escape untyped."""
+    from pageindex import commit as commit_mod
+    from pageindex.storage import FileVersion, Source, file_version
+
+    make = _transport_errors()[error]
+
+    class BrokenFS:
+        protocol = ("s3", "s3a")
+
+        def cat_file(self, path, start=None, end=None):
+            raise make()
+
+        def invalidate_cache(self, path=None):
+            pass
+
+        def info(self, path):
+            raise make()
+
+        def split_path(self, path):
+            bucket, key = path.split("/", 1)
+            return bucket, key, None
+
+        def call_s3(self, method, **kwargs):
+            raise make()
+
+    fs = BrokenFS()
+    with pytest.raises(StorageError):
+        if call == "Source.read":
+            Source("bucket/key", fs, FileVersion(100, None, "etag")).read(0, 4)
+        elif call == "file_version":
+            file_version(fs, "bucket/key")
+        else:
+            commit_mod._s3_call(fs, "bucket/key", "put_object", Bucket="bucket", Key="key", Body=b"")
 
 
 # ---------------------------------------------------------------- the Spark job
@@ -370,11 +459,11 @@ def test_job_permanent_faults_reported_failed(s3_job_spark, sources, proxy, s3fs
     """Every request for the big file's key fails; the small file is indexed, the big one is
     reported failed with a StorageError and is untouched.  The executors' backoff sleeps are
     scaled to 1% (tests/helpers/backoff_site) so the retries end in seconds."""
-    files = _job_dataset(s3fs_fs, s3_bucket, sources)
+    _job_dataset(s3fs_fs, s3_bucket, sources)
     env = s3_job_spark.sparkContext.environment
     env["PYTHONPATH"] = str(BACKOFF_SITE)
     env["PAGEINDEX_TEST_BACKOFF_SCALE"] = "0.01"
-    proxy.reset(permanent(action, path_contains="/data/day=2/big.parquet"))
+    proxy.reset(permanent(action, path_contains="/big.parquet"))  # (botocore quotes "=")
     report = tmp_path / "report.jsonl"
     started = time.monotonic()
     code = job_main(["--input", f"s3://{s3_bucket}/data", "--in-place", "--s3-endpoint-url",
@@ -383,7 +472,7 @@ def test_job_permanent_faults_reported_failed(s3_job_spark, sources, proxy, s3fs
     records = _report(report)
     bad = records[f"s3://{s3_bucket}/data/day=2/big.parquet"]
     good = records[f"s3://{s3_bucket}/data/day=1/small.parquet"]
-    attempts = sum("/data/day=2/big.parquet" in r.path for r in proxy.log)
+    attempts = sum("/big.parquet" in r.path for r in proxy.log)
     print(f"\njob, permanent {action}: {bad['status']} ({bad['reason'][:120]}) after {attempts} "
           f"attempts in {elapsed:.1f}s")
     assert code == 1

@@ -44,7 +44,7 @@ import fsspec.implementations.local  # noqa: F401  (pageindex.storage.Source ref
 
 from pageindex import thrift
 from pageindex.footer import decode_footer
-from pageindex.page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, walk_chunk
+from pageindex.page_walk import DATA_PAGE, DATA_PAGE_V2, PH, walk_chunk
 from pageindex.storage import FileVersion, Source
 from pageindex.thrift import Field, Struct, T, TList, TMap, decode_struct, encode_struct
 from tests.helpers.corpus import CORPUS_DIR
