@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 
+from pageindex.commit import TEMP_TAG
 from pageindex.verify import verify
 from tests.helpers.bad_input_runner import REPO_ROOT, run_jobs
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
@@ -252,3 +253,42 @@ def test_cli_refuses_bad_file(cli_runs, runs, src):
     assert "error" in proc.stderr.lower()
     assert not cli_runs.dsts[src].exists()
     assert _sha(src) == runs.files[src].sha_before
+
+
+def test_spark_job_over_every_bad_file(spark, tmp_path):
+    """The Spark job over all bad_input and encrypted files at once, in place: it finishes (no
+    worker dies), every file gets a record within a bounded time, refused files are reported
+    failed (or skipped when they are not Parquet at all) with a typed reason, exit code 1, and
+    no file is changed except the three valid ones, which are indexed."""
+    import json
+
+    from pageindex.job import main
+
+    root = tmp_path / "bad"
+    names = {}
+    for i, src in enumerate(ALL):
+        dst = root / f"{i:03d}-{src.name.lstrip('._')}"  # never hidden: every file must be seen
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        names[str(dst)] = src
+    before = {p: _sha(Path(p)) for p in names}
+    report = tmp_path / "report.jsonl"
+    code = main(["--input", str(root), "--in-place", "--report", str(report)], spark=spark)
+    assert code == 1
+    records = {r["path"]: r for r in map(json.loads, report.read_text().splitlines())}
+    assert set(records) == set(names)
+    for path, rec in records.items():
+        rel = _rel(names[path])
+        assert rec["seconds"] < 60, (rel, rec["seconds"])
+        if rel in VALID_BAD_INPUT:
+            assert rec["status"] == "indexed", (rel, rec)
+            continue
+        if rel in INDEXED_CORRUPT:
+            assert rec["status"] == "already_indexed", (rel, rec)
+        elif rec["status"] == "skipped":
+            assert "magic" in rec["reason"], (rel, rec)
+        else:
+            assert rec["status"] == "failed", (rel, rec)
+            assert rec["reason"].split(":")[0] in TYPED_ERRORS, (rel, rec["reason"])
+        assert _sha(Path(path)) == before[path], f"{rel} changed"
+    assert not [p for p in root.iterdir() if TEMP_TAG in p.name]
