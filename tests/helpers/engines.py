@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tests.helpers.datafusion import parse_scan_metrics
-from tests.helpers.spark import find_scan_nodes, plan_metric, spark_conf, to_uri
+from tests.helpers.spark import collected_scan_rows, spark_conf, to_uri
 from tests.helpers.tables import FLAT_KINDS
 
 Engine = Literal["spark", "datafusion"]
@@ -540,13 +540,7 @@ def spark_scan_rows(
     if columns is None and isinstance(predicate, Predicate):
         columns = [predicate.column]
     with spark_conf(spark, **SPARK_SQL_CONF):
-        df = spark_read(spark, path, columns).where(where)
-        df.collect()
-        plan = df._jdf.queryExecution().executedPlan()
-        scans = find_scan_nodes(plan)
-        if not scans:
-            raise AssertionError(f"no FileSourceScanExec in executed plan:\n{plan.toString()}")
-        return sum(plan_metric(s, "numOutputRows") for s in scans)
+        return collected_scan_rows(spark_read(spark, path, columns).where(where))
 
 
 # --------------------------------------------------------------------------------------------

@@ -157,10 +157,14 @@ def scan_output_rows(
         df = spark.read.parquet(to_uri(path))
         if columns is not None:
             df = df.select(*columns)
-        df = df.where(predicate_sql)
-        df.collect()
-        plan = df._jdf.queryExecution().executedPlan()
-        scans = find_scan_nodes(plan)
-        if not scans:
-            raise AssertionError(f"no FileSourceScanExec in executed plan:\n{plan.toString()}")
-        return sum(plan_metric(s, "numOutputRows") for s in scans)
+        return collected_scan_rows(df.where(predicate_sql))
+
+
+def collected_scan_rows(df) -> int:
+    """Run `df` and sum numOutputRows over the "Scan parquet" nodes of its executed plan."""
+    df.collect()
+    plan = df._jdf.queryExecution().executedPlan()
+    scans = find_scan_nodes(plan)
+    if not scans:
+        raise AssertionError(f"no FileSourceScanExec in executed plan:\n{plan.toString()}")
+    return sum(plan_metric(s, "numOutputRows") for s in scans)
