@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from .column_order import Order
 from .errors import MalformedFileError, PageIndexError
 from .footer import ChunkMeta, Footer
 from .page_levels import PageLevels, flat_counts, flat_levels, needs_level_decoding, nested_levels
 from .page_walk import ChunkPages, walk_chunk
+from .schema import PT
 from .storage import Source
 from .values import decode_chunk, leaf_values
 
@@ -25,6 +27,12 @@ class ChunkScan:
     @property
     def rows(self) -> int:
         return int(self.levels.rows.sum())
+
+
+def needs_values(chunk: ChunkMeta, order: Order) -> bool:
+    """Values are decoded for a ColumnIndex, and for BYTE_ARRAY's unencoded sizes in the
+    OffsetIndex; other chunks are only walked and counted."""
+    return order.indexable or chunk.leaf.physical_type == PT.BYTE_ARRAY
 
 
 def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> ChunkScan:

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from . import __version__
 from . import page_stats
-from .chunk_scan import scan_chunk
+from .chunk_scan import needs_values, scan_chunk
 from .column_order import Order, order_for
 from .commit import clean_stale_temporaries, commit
 from .errors import (
@@ -188,7 +188,7 @@ def _chunk_indexes(source: Source, footer: Footer, chunk: ChunkMeta, order: Orde
                    truncate_length: int) -> tuple[ChunkIndexes, ChunkReport]:
     leaf = chunk.leaf
     is_byte_array = leaf.physical_type == PT.BYTE_ARRAY
-    scan = scan_chunk(source, footer, chunk, decode=order.indexable or is_byte_array)
+    scan = scan_chunk(source, footer, chunk, decode=needs_values(chunk, order))
     pages, levels = scan.pages, scan.levels
 
     def report(oi: bool, ci: bool, why: str = "") -> ChunkReport:

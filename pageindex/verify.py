@@ -9,13 +9,12 @@ from typing import Any
 import numpy as np
 
 from .bounds import comparable
-from .chunk_scan import ChunkScan, scan_chunk
+from .chunk_scan import ChunkScan, needs_values, scan_chunk
 from .column_order import Order, order_for
 from .footer import ChunkMeta, Footer
 from .index_builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
 from .page_index import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from .retrofit import read_footer
-from .schema import PT
 from .storage import Source, open_source
 
 NO_TRUNCATION = 1 << 62
@@ -87,9 +86,8 @@ def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order
     def fail(page: int | None, check: str, detail: str) -> None:
         out.append(Violation(chunk.row_group, chunk.leaf.dotted, page, check, detail))
 
-    decode = ci is not None or (oi is not None and oi.unencoded_byte_array_data_bytes is not None)
-    scan = scan_chunk(source, footer, chunk, decode=decode and order.indexable or
-                      (decode and chunk.leaf.physical_type == PT.BYTE_ARRAY))
+    checks_values = ci is not None or (oi is not None and oi.unencoded_byte_array_data_bytes is not None)
+    scan = scan_chunk(source, footer, chunk, decode=checks_values and needs_values(chunk, order))
     split = scan.levels.split_record_page
     if split is not None:
         fail(split, "row boundary", "page does not start at a row boundary (record split across pages)")

@@ -275,12 +275,18 @@ def test_glob_input_ignores_hidden_entries(spark, dataset, tmp_path):
 
 # --------------------------------------------------------------------------- --output
 
-def test_output_mirrors_tree_and_leaves_input_untouched(spark, dataset, tmp_path):
-    root, firsts = dataset
+def _add_unchanged_files(root: Path) -> tuple[Path, Path]:
+    """A file that already has a page index and one that is not Parquet: neither needs a change."""
     indexed = write_arrow(root / "day=2024-01-04" / "part-00000-indexed.parquet", 9_000_000,
                           page_index=True)
     readme = root / "README.txt"
     readme.write_text("dataset notes\n")
+    return indexed, readme
+
+
+def test_output_mirrors_tree_and_leaves_input_untouched(spark, dataset, tmp_path):
+    root, firsts = dataset
+    indexed, readme = _add_unchanged_files(root)
     before = snapshot(root)
     out = tmp_path / "mirror" / "events"  # does not exist yet
     report = tmp_path / "r.jsonl"
@@ -305,10 +311,7 @@ def test_output_copy_unchanged(spark, dataset, tmp_path):
     """--copy-unchanged also copies files that need no change (already indexed, not Parquet), so
     the output is a complete dataset; here a whole partition is already indexed."""
     root, firsts = dataset
-    indexed = write_arrow(root / "day=2024-01-04" / "part-00000-indexed.parquet", 9_000_000,
-                          page_index=True)
-    readme = root / "README.txt"
-    readme.write_text("dataset notes\n")
+    indexed, readme = _add_unchanged_files(root)
     before = snapshot(root)
     out = tmp_path / "mirror"
     out.mkdir()
