@@ -4,7 +4,8 @@ The shared first half of retrofit and verify: everything that is learned by read
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import pyarrow as pa
 
@@ -12,17 +13,19 @@ from .column_order import Order
 from .errors import MalformedFileError, PageIndexError
 from .footer import ChunkMeta, Footer
 from .page_levels import PageLevels, flat_counts, flat_levels, needs_level_decoding, nested_levels
-from .page_walk import ChunkPages, walk_chunk
+from .page_walk import PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, walk_chunk
 from .schema import PT
 from .storage import Source
-from .values import decode_chunk, leaf_values
+from .values import BIG_CHUNK, bare_path, decode, decode_columns, leaf_values, synthesize, synthesize_chunks
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ChunkScan:
     pages: ChunkPages
     levels: PageLevels
-    values: pa.ChunkedArray | None  # defined leaf values, when decoded
+    values: pa.ChunkedArray | None  # defined leaf values (maybe dictionary-typed), when decoded
 
     @property
     def rows(self) -> int:
@@ -35,30 +38,149 @@ def needs_values(chunk: ChunkMeta, order: Order) -> bool:
     return order.indexable or chunk.leaf.physical_type == PT.BYTE_ARRAY
 
 
+def _dictionary_only(pages: ChunkPages) -> bool:
+    """Every data page refers to the dictionary: its strings can stay indices, and bounds and
+    sizes come from the dictionary. (After a fallback to plain pages Arrow would hash every value
+    into a new dictionary, which costs more than reading them.)"""
+    return pages.dictionary is not None and all(
+        p.value_encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) for p in pages.pages)
+
+
 def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> ChunkScan:
     """Walk and count; decode values too when `decode` (and the chunk allows an index)."""
+    return next(scan_chunks(source, footer, [(chunk, decode)]))
+
+
+def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMeta, bool]]
+                ) -> Iterator[ChunkScan]:
+    """scan_chunk over chunks of one row group, in order. Small chunks are decoded together,
+    up to BATCH_BYTES of decoded pages and BATCH_CHUNKS chunks per Arrow read: a wide table pays
+    the per-read cost once per batch, not once per column."""
+    batch: list[_Walked] = []
+    batch_bytes = 0
+    for chunk, decode in requests:
+        if batch and (not decode or chunk.total_compressed_size > BATCH_BYTES // 4):
+            # Finish the batch before a big chunk is read, so the two are never held together.
+            yield from _finish_batch(source, footer, batch)
+            batch_bytes = 0
+        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, decode))
+        if batch and (not walked.decode or batch_bytes + walked.decoded_bytes > BATCH_BYTES
+                      or len(batch) == BATCH_CHUNKS):
+            yield from _finish_batch(source, footer, batch)
+            batch_bytes = 0
+        if walked.decode:
+            batch.append(walked)
+            batch_bytes += walked.decoded_bytes
+        else:
+            yield ChunkScan(walked.pages.without_data(), walked.levels, None)
+        del walked  # the batch owns the page bytes now, and frees them before decoding
+    yield from _finish_batch(source, footer, batch)
+
+
+# Arrow holds a page buffer per column while it reads, so a batch is capped in columns too.
+BATCH_BYTES = 8 << 20
+BATCH_CHUNKS = 16
+STRING_BATCH_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class _Walked:
+    chunk: ChunkMeta
+    pages: ChunkPages
+    levels: PageLevels
+    decode: bool  # values are wanted and can be had (no record split across pages)
+
+    @property
+    def decoded_bytes(self) -> int:
+        return sum(p.uncompressed_size for p in self.pages.pages)
+
+    @property
+    def as_dictionary(self) -> bool:
+        return self.chunk.leaf.physical_type == PT.BYTE_ARRAY and _dictionary_only(self.pages)
+
+    @property
+    def batch_bytes(self) -> int:
+        """Plain strings are decoded in row batches of this size (values of other types are
+        reduced over one contiguous array)."""
+        plain_strings = self.chunk.leaf.physical_type == PT.BYTE_ARRAY and not self.as_dictionary
+        return STRING_BATCH_BYTES if plain_strings else BIG_CHUNK
+
+    def without_data(self) -> "_Walked":
+        return replace(self, pages=self.pages.without_data())
+
+
+def _located(source: Source, chunk: ChunkMeta, step: Callable[[], T]) -> T:
     try:
-        return _scan(source, footer, chunk, decode)
+        return step()
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
-def _scan(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> ChunkScan:
+def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Walked:
     pages = walk_chunk(source, chunk, footer.footer_start)
-    nested = needs_level_decoding(chunk)
-    levels = nested_levels(chunk, pages) if nested else flat_levels(pages)
+    levels = nested_levels(chunk, pages) if needs_level_decoding(chunk) else flat_levels(pages)
     rows = int(levels.rows.sum())
     expected = footer.row_group_rows[chunk.row_group]
     if rows != expected:
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
-    if not decode or levels.split_record_page is not None:
-        return ChunkScan(pages, levels, None)
+    return _Walked(chunk, pages, levels, decode and levels.split_record_page is None)
+
+
+def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Iterator[ChunkScan]:
+    """Decode a batch (emptied here: its page bytes are dropped once copied into the synthesized
+    file, so a chunk is never held twice while Arrow decodes it) and yield its scans."""
+    if not batch:
+        return
+    walked = [w.without_data() for w in batch]
+    rows = footer.row_group_rows[walked[0].chunk.row_group]
     created_by = footer.created_by_raw
-    array = decode_chunk(chunk, pages, rows, created_by)
-    if not nested:
+    if len(batch) == 1:
+        w = batch.pop()
+        buf = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
+        del w
+        array = _located(source, walked[0].chunk, lambda: decode(
+            buf, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))
+        del buf
+        scan = _located(source, walked[0].chunk, lambda: _finish(walked[0], array))
+        del array  # the caller frees the chunk's memory while this generator waits here
+        yield scan
+        return
+    buf = synthesize_chunks([(w.chunk, w.pages) for w in batch], rows, created_by)
+    batch.clear()
+    try:
+        arrays: list[pa.ChunkedArray | None] = decode_columns(
+            buf, len(walked), rows, [i for i, w in enumerate(walked) if w.as_dictionary])
+    except MalformedFileError:
+        arrays = [None] * len(walked)  # read again one by one below, to name the chunk at fault
+    del buf
+    for i, w in enumerate(walked):
+        array, arrays[i] = arrays[i], None  # the caller frees each chunk once done with it
+        if array is None:
+            yield from _finish_batch(source, footer, [_located(source, w.chunk, lambda: _walk(
+                source, footer, w.chunk, True))])
+        else:
+            scan = _located(source, w.chunk, lambda: _finish(w, array))
+            del array
+            yield scan
+
+
+def _finish(walked: _Walked, array: pa.ChunkedArray) -> ChunkScan:
+    chunk, levels = walked.chunk, walked.levels
+    if not needs_level_decoding(chunk):
         levels = flat_counts(levels, array, chunk.leaf.max_def)
     values = leaf_values(array)
+    if pa.types.is_dictionary(values.type):
+        _check_indices(values)
     if len(values) != int(levels.defined.sum()):
         raise MalformedFileError(
             f"decoded {len(values)} values but the levels define {int(levels.defined.sum())}")
-    return ChunkScan(pages, levels, values)
+    return ChunkScan(walked.pages, levels, values)
+
+
+def _check_indices(values: pa.ChunkedArray) -> None:
+    """Arrow hands dictionary indices over unchecked; a corrupt one must not index past the end."""
+    for part in values.chunks:
+        indices = part.indices.to_numpy(zero_copy_only=False)
+        if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= len(part.dictionary)):
+            raise MalformedFileError(
+                f"a dictionary index is out of range for the {len(part.dictionary)}-entry dictionary")

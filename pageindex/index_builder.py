@@ -56,10 +56,28 @@ def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | 
 
 def unencoded_bytes(values: pa.ChunkedArray, defined: np.ndarray) -> np.ndarray:
     """Per page, the bytes of BYTE_ARRAY values without length prefixes or encoding."""
-    lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
-    cum = np.concatenate(([0], np.cumsum(lengths)))
     ends = np.cumsum(defined)
-    return cum[ends] - cum[ends - defined]
+    out = np.zeros(len(defined), dtype=np.int64)
+    pos = 0
+    for chunk in values.chunks:
+        if not len(chunk):
+            continue
+        pages, starts = _runs_in(ends, defined, pos, len(chunk))
+        pos += len(chunk)
+        if pa.types.is_dictionary(chunk.type):
+            # Page by page: a per-value array of lengths would cost 4-8 bytes a value.
+            lengths = pc.binary_length(chunk.dictionary).to_numpy(zero_copy_only=False)
+            indices = _indices(chunk)
+            stops = np.append(starts[1:], len(chunk))
+            out[pages] += [int(lengths[indices[a:b]].sum(dtype=np.int64)) for a, b in zip(starts, stops)]
+        else:
+            lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False)
+            out[pages] += np.add.reduceat(lengths, starts, dtype=np.int64)
+    return out
+
+
+def _indices(chunk: pa.DictionaryArray) -> np.ndarray:
+    return chunk.indices.to_numpy(zero_copy_only=False)
 
 
 def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.ChunkedArray,
@@ -100,6 +118,8 @@ def page_bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.n
     if len(values) != int(defined.sum()):
         raise ValueError("value count does not match the defined-level counts")
     kind = order.kind
+    if pa.types.is_dictionary(values.type) and kind is not Kind.BYTES:
+        values = values.cast(values.type.value_type)
     if kind in (Kind.SIGNED, Kind.UNSIGNED, Kind.BOOLEAN):
         return _integer_bounds(leaf, kind, values, defined)
     if kind is Kind.FLOAT:
@@ -264,33 +284,88 @@ def _sign_extend(values: pa.Array) -> tuple[np.ndarray, int]:
     return out, width
 
 
-def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray) -> tuple[list, list, list]:
-    """Per non-empty page, the min and max value under Arrow's (unsigned byte-wise) order.
+def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray, cap: int | None = None
+                     ) -> tuple[list, list, list]:
+    """Per non-empty page, the min and max value under Arrow's (unsigned byte-wise) order, cut to
+    their first `cap` bytes if given (the bounds of the values' prefixes: cutting is monotone).
 
     Aggregated one Arrow chunk at a time (a column can exceed what one aggregation holds), then
     merged: a page split across chunks takes the min of mins and the max of maxes."""
-    page_ids = np.repeat(np.arange(len(defined), dtype=np.int32), defined)
+    ends = np.cumsum(defined)
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     merged: dict[int, list] = {}
     pos = 0
     for chunk in chunks:
         if not len(chunk):
             continue
-        table = pa.table({"p": page_ids[pos : pos + len(chunk)], "v": chunk})
+        pages, starts = _runs_in(ends, defined, pos, len(chunk))
         pos += len(chunk)
-        agg = table.group_by("p", use_threads=False).aggregate([("v", "min_max")])
-        mm = agg.column("v_min_max").combine_chunks()
-        lows, highs = mm.field("min"), mm.field("max")
-        for page, lo, hi in zip(agg.column("p").to_pylist(), lows.to_pylist(), highs.to_pylist()):
+        if pa.types.is_dictionary(chunk.type):
+            lows, highs = _dictionary_min_max(chunk, starts)
+        elif len(pages) <= FEW_PAGES:
+            lows, highs = _sliced_min_max(chunk, starts)
+        else:
+            # Many pages: one grouped aggregation over the values' prefixes (memory: pages x cap).
+            ids = np.repeat(pages.astype(np.int32), np.diff(np.append(starts, len(chunk))))
+            prefixes = chunk if cap is None else pc.binary_slice(chunk, 0, cap)
+            agg = pa.table({"p": ids, "v": prefixes}).group_by("p", use_threads=False).aggregate([("v", "min_max")])
+            mm = agg.column("v_min_max").combine_chunks()
+            pages, lows, highs = agg.column("p").to_numpy(), mm.field("min").to_pylist(), mm.field("max").to_pylist()
+        if cap is not None:
+            lows, highs = [v[:cap] for v in lows], [v[:cap] for v in highs]
+        for page, lo, hi in zip(pages.tolist(), lows, highs):
             seen = merged.get(page)
             merged[page] = [lo, hi] if seen is None else [min(seen[0], lo), max(seen[1], hi)]
     pages = sorted(merged)
     return [merged[p][0] for p in pages], [merged[p][1] for p in pages], pages
 
 
+def _runs_in(ends: np.ndarray, defined: np.ndarray, pos: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The non-empty pages with values in [pos, pos + length), and where each one's values
+    start relative to pos."""
+    first = int(np.searchsorted(ends, pos, side="right"))
+    last = int(np.searchsorted(ends, pos + length, side="left"))
+    pages = np.arange(first, min(last, len(ends) - 1) + 1)
+    pages = pages[defined[pages] > 0]
+    return pages, np.maximum(ends[pages] - defined[pages], pos) - pos
+
+
+FEW_PAGES = 256
+
+
+def _sliced_min_max(chunk: pa.Array, starts: np.ndarray) -> tuple[list, list]:
+    """Per run of values from `starts`, the min and max, reduced in place on zero-copy slices."""
+    lows, highs = [], []
+    for a, b in zip(starts.tolist(), np.append(starts[1:], len(chunk)).tolist()):
+        mm = pc.min_max(chunk.slice(a, b - a))
+        lows.append(mm["min"].as_py())
+        highs.append(mm["max"].as_py())
+    return lows, highs
+
+
+def _dictionary_min_max(chunk: pa.DictionaryArray, starts: np.ndarray) -> tuple[list, list]:
+    """Per run of values from `starts`, the min and max: the dictionary is ranked once and each
+    run reduces its values' ranks, so no value but the bounds is materialized."""
+    by_rank = pc.array_sort_indices(chunk.dictionary).to_numpy(zero_copy_only=False)
+    rank = np.empty(len(by_rank), dtype=np.int32)
+    rank[by_rank] = np.arange(len(by_rank), dtype=np.int32)
+    indices = _indices(chunk)
+    lo, hi = [], []
+    for a, b in zip(starts, np.append(starts[1:], len(chunk))):
+        ranks = rank[indices[a:b]]  # page by page: no per-value array for the whole chunk
+        lo.append(ranks.min())
+        hi.append(ranks.max())
+    lows = chunk.dictionary.take(by_rank[np.array(lo, dtype=np.int64)]).to_pylist()
+    highs = chunk.dictionary.take(by_rank[np.array(hi, dtype=np.int64)]).to_pylist()
+    return lows, highs
+
+
 def _page_max(values: pa.ChunkedArray, defined: np.ndarray, page: int) -> bytes:
     start = int(defined[:page].sum())
-    return pc.max(values.slice(start, int(defined[page]))).as_py()
+    page_values = values.slice(start, int(defined[page]))
+    if pa.types.is_dictionary(values.type):
+        page_values = page_values.cast(values.type.value_type)
+    return pc.max(page_values).as_py()
 
 
 def _bytes_bounds(order: Order, values: pa.ChunkedArray, defined: np.ndarray, truncate_length: int) -> Bounds:
@@ -300,7 +375,7 @@ def _bytes_bounds(order: Order, values: pa.ChunkedArray, defined: np.ndarray, tr
     cap = truncate_length + 4 if order.truncatable and truncate_length < MAX_CAP else None
     # Aggregating the prefixes (not the values) keeps memory at pages x cap, however long the
     # values are; prefixes order like their values except in ties, which truncate alike.
-    lo, hi, pages = _grouped_min_max(values if cap is None else pc.binary_slice(values, 0, cap), defined)
+    lo, hi, pages = _grouped_min_max(values, defined, cap)
     if order.truncatable:
         lo = [truncate_min(v, truncate_length, True, partial=len(v) == cap) for v in lo]
         maxes = []

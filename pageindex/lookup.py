@@ -515,7 +515,7 @@ def _read_field(source: Source, footer: Footer, f: _Field, rg: int, ranges: Rang
         if oi is not None and oi.pages and _locations_valid(oi, chunk):
             pages, covered = _fetch_pages(source, chunk, oi, ranges, rows, gap, io)
             num = sum(end - start for start, end in covered)
-            array = decode(synthesize(f.elements, [(chunk, pages)], num, created_by), num)
+            array = decode(synthesize([f.elements], [(chunk, pages)], num, created_by), num)
             return array.take(_positions(covered, ranges))
     parts = []
     for chunk in chunks:
@@ -524,7 +524,7 @@ def _read_field(source: Source, footer: Footer, f: _Field, rg: int, ranges: Rang
         io.pages_total += len(walked.pages)
         io.bytes_read += len(walked.data)
         parts.append((chunk, walked))
-    array = decode(synthesize(f.elements, parts, rows, created_by), rows)
+    array = decode(synthesize([f.elements], parts, rows, created_by), rows)
     return array.take(_positions([(0, rows)], ranges))
 
 

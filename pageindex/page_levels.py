@@ -50,14 +50,14 @@ def flat_levels(pages: ChunkPages) -> PageLevels:
 
 def flat_counts(levels: PageLevels, array: pa.ChunkedArray, max_def: int) -> PageLevels:
     """Fill in nulls, defined counts and the def histogram of a flat leaf from its values."""
-    bounds = np.concatenate(([0], np.cumsum(levels.rows)))
     if array.null_count:
-        valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
-        cum = np.concatenate(([0], np.cumsum(valid)))
-        defined = cum[bounds[1:]] - cum[bounds[:-1]]
+        # Per-page slices count their nulls from the validity bitmap: no per-value array.
+        starts = np.concatenate(([0], np.cumsum(levels.rows)[:-1]))
+        nulls = np.array([array.slice(int(s), int(n)).null_count for s, n in zip(starts, levels.rows)],
+                         dtype=np.int64)
     else:
-        defined = levels.rows.copy()
-    nulls = levels.rows - defined
+        nulls = np.zeros(len(levels.rows), dtype=np.int64)
+    defined = levels.rows - nulls
     hist = np.stack([nulls, defined], axis=1) if max_def == 1 else None
     return PageLevels(levels.rows, nulls, defined, hist, None, None)
 

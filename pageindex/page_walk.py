@@ -5,7 +5,7 @@ Handles writer quirks (dictionary offset 0, undersized chunk metadata) and verif
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import MalformedFileError, PageIndexError, ThriftTruncatedError
 from .footer import ChunkMeta
@@ -13,6 +13,7 @@ from .storage import Source
 from .thrift import Struct, decode_struct
 
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
+PLAIN_DICTIONARY, RLE_DICTIONARY = 2, 8
 # One page may not claim more than this many uncompressed bytes (guards allocation).
 MAX_PAGE_BYTES = 1 << 31
 
@@ -52,6 +53,15 @@ class Page:
     def is_data(self) -> bool:
         return self.kind in (DATA_PAGE, DATA_PAGE_V2)
 
+    @property
+    def value_encoding(self) -> int | None:
+        """A data page's value encoding as its header states it (None for other pages)."""
+        if self.kind == DATA_PAGE:
+            return self.header.get(PH.DATA_V1).get(PH.V1_ENCODING)
+        if self.kind == DATA_PAGE_V2:
+            return self.header.get(PH.DATA_V2).get(PH.V2_ENCODING)
+        return None
+
 
 @dataclass(frozen=True)
 class ChunkPages:
@@ -66,6 +76,10 @@ class ChunkPages:
     @property
     def end(self) -> int:
         return self.start + len(self.data)
+
+    def without_data(self) -> "ChunkPages":
+        """The page list alone, once the bytes have been handed on (frees them early)."""
+        return replace(self, data=b"")
 
     def body(self, page: Page) -> memoryview:
         begin = page.offset - self.start + page.header_size

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from . import __version__
 from . import page_stats
-from .chunk_scan import needs_values, scan_chunk
+from .chunk_scan import ChunkScan, needs_values, scan_chunks
 from .column_order import Order, order_for
 from .commit import clean_stale_temporaries, commit
 from .errors import (
@@ -148,17 +148,20 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int,
                     trust_page_stats: bool = False
                     ) -> tuple[list[list[ChunkIndexes]], list[ChunkReport]]:
     indexes, reports = [], []
-    for rg, row in enumerate(footer.chunks):
-        out_row = []
-        for chunk in row:
-            order = order_for(chunk.leaf, footer.declared_order(chunk.column))
-            fast = _from_page_stats(source, footer, chunk, order, truncate_length) if trust_page_stats else None
-            result, report = fast or _chunk_indexes(source, footer, chunk, order, truncate_length)
-            # One chunk at a time: hand the decoded chunk's memory back before the next one.
+    for row in footer.chunks:
+        orders = [order_for(chunk.leaf, footer.declared_order(chunk.column)) for chunk in row]
+        done: list[tuple[ChunkIndexes, ChunkReport] | None] = [
+            _from_page_stats(source, footer, chunk, order, truncate_length) if trust_page_stats else None
+            for chunk, order in zip(row, orders)]
+        exact = [i for i, result in enumerate(done) if result is None]
+        scans = scan_chunks(source, footer, [(row[i], needs_values(row[i], orders[i])) for i in exact])
+        for i, scan in zip(exact, scans):
+            done[i] = _chunk_indexes(row[i], orders[i], scan, truncate_length)
+            # Hand the decoded chunk's memory back before the next one.
+            del scan
             pa.default_memory_pool().release_unused()
-            out_row.append(result)
-            reports.append(report)
-        indexes.append(out_row)
+        indexes.append([result[0] for result in done])
+        reports.extend(result[1] for result in done)
     return indexes, reports
 
 
@@ -184,11 +187,10 @@ def _from_page_stats(source: Source, footer: Footer, chunk: ChunkMeta, order: Or
     return ChunkIndexes(ci, oi), report
 
 
-def _chunk_indexes(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,
-                   truncate_length: int) -> tuple[ChunkIndexes, ChunkReport]:
+def _chunk_indexes(chunk: ChunkMeta, order: Order, scan: ChunkScan, truncate_length: int
+                   ) -> tuple[ChunkIndexes, ChunkReport]:
     leaf = chunk.leaf
     is_byte_array = leaf.physical_type == PT.BYTE_ARRAY
-    scan = scan_chunk(source, footer, chunk, decode=needs_values(chunk, order))
     pages, levels = scan.pages, scan.levels
 
     def report(oi: bool, ci: bool, why: str = "") -> ChunkReport:

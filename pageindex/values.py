@@ -27,17 +27,22 @@ def _bare_element(element: Struct, is_leaf: bool) -> Struct:
     return Struct(tuple(sorted(fields, key=lambda f: f.id)))
 
 
-def bare_path(chunk: ChunkMeta) -> list[Struct]:
-    """The leaf's path as schema elements stripped to physical types (one child per group)."""
+def bare_path(chunk: ChunkMeta, name: bytes | None = None) -> list[Struct]:
+    """The leaf's path as schema elements stripped to physical types (one child per group),
+    its top-level field renamed to `name` if given."""
     ancestry = chunk.leaf.ancestry
-    return [_bare_element(e, i == len(ancestry) - 1) for i, e in enumerate(ancestry)]
+    path = [_bare_element(e, i == len(ancestry) - 1) for i, e in enumerate(ancestry)]
+    if name is not None:
+        path[0] = Struct(tuple(Field(SE.NAME, T.BINARY, name) if f.id == SE.NAME else f for f in path[0].fields))
+    return path
 
 
-def synthesize(elements: Sequence[Struct], columns: Sequence[tuple[ChunkMeta, ChunkPages]],
+def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[ChunkMeta, ChunkPages]],
                num_rows: int, created_by: bytes | None) -> bytes:
     """A complete Parquet file with one row group holding these chunks' bytes, under a schema of
-    one top-level field given as its depth-first `elements` (the root is added)."""
-    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, 1)))
+    top-level fields each given as its depth-first elements (the root is added)."""
+    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, len(fields))))
+    elements = [e for f in fields for e in f]
     body, chunk_structs = [], []
     pos = len(_MAGIC)
     for chunk, pages in columns:
@@ -81,25 +86,41 @@ BIG_CHUNK = 1 << 30
 BATCH_BYTES = 256 << 20
 
 
-def decode_chunk(chunk: ChunkMeta, pages: ChunkPages, num_rows: int, created_by: bytes | None
-                 ) -> pa.ChunkedArray:
-    """The chunk's top-level column (nested for nested leaves), read in row batches.
-
-    A nested batch whose values pass 2 GiB cannot be built, so the batch shrinks until it fits.
-    """
-    decoded = sum(p.uncompressed_size for p in pages.pages)
-    return decode(synthesize(bare_path(chunk), [(chunk, pages)], num_rows, created_by), num_rows,
-                  decoded)
+def synthesize_chunks(columns: Sequence[tuple[ChunkMeta, ChunkPages]], num_rows: int,
+                      created_by: bytes | None) -> bytes:
+    """A synthesized file holding several chunks of one row group, a top-level field each (named
+    c0, c1, ...: two leaves of one group would otherwise share a name)."""
+    fields = [bare_path(chunk, b"c%d" % i) for i, (chunk, _) in enumerate(columns)]
+    return synthesize(fields, columns, num_rows, created_by)
 
 
-def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0) -> pa.ChunkedArray:
+def decode_columns(buf: bytes, count: int, num_rows: int, dictionary: Sequence[int]
+                   ) -> list[pa.ChunkedArray]:
+    """All `count` top-level columns of a synthesized file in one Arrow read, so the per-read
+    cost is paid once; the `dictionary` columns (BYTE_ARRAY) come back as dictionary indices."""
+    try:
+        reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=list(dictionary))
+        table = reader.read_row_group(0, use_threads=False)
+    except (OSError, pa.ArrowException, ValueError, IndexError) as err:
+        raise MalformedFileError(f"page data could not be decoded: {err}") from None
+    if table.num_columns != count:
+        raise MalformedFileError(f"{count} chunks decode to {table.num_columns} columns")
+    return [_checked_rows(column, num_rows) for column in table.columns]
+
+
+def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0, as_dictionary: bool = False,
+           batch_bytes: int = BIG_CHUNK) -> pa.ChunkedArray:
     """Read a synthesized file's single top-level column: whole, as one array where possible
     (no concatenation later); in row batches when its pages decode to more than BIG_CHUNK bytes
-    (a nested column cannot hold more than 2 GiB of values in one array)."""
+    (a nested column cannot hold more than 2 GiB of values in one array, so a nested batch
+    whose values pass 2 GiB shrinks until it fits). as_dictionary: a BYTE_ARRAY leaf comes back
+    as indices into the chunk's dictionary, its values never materialized one by one.
+    batch_bytes: read in row batches of about this many decoded bytes once the pages hold more
+    (Arrow grows a string column's buffer by doubling: batches keep that overhead small)."""
     try:
-        reader = pq.ParquetFile(pa.BufferReader(buf))
-        if decoded_bytes > BIG_CHUNK:
-            rows = max(1, num_rows * BATCH_BYTES // decoded_bytes)
+        reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=[0] if as_dictionary else None)
+        if decoded_bytes > batch_bytes:
+            rows = max(1, num_rows * min(batch_bytes, BATCH_BYTES) // decoded_bytes)
             column = _decode_in_batches(reader, rows)
         else:
             try:
@@ -113,6 +134,10 @@ def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0) -> pa.ChunkedArray
         raise
     except (OSError, pa.ArrowException, ValueError, IndexError) as err:
         raise MalformedFileError(f"page data could not be decoded: {err}") from None
+    return _checked_rows(column, num_rows)
+
+
+def _checked_rows(column: pa.ChunkedArray, num_rows: int) -> pa.ChunkedArray:
     if len(column) != num_rows:
         raise MalformedFileError(f"decoded {len(column)} rows, expected {num_rows}")
     return column
