@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pageindex import index_builder
 from pageindex.column_order import LT, Kind, order_for, type_order
 from pageindex.index_builder import (
     ASCENDING,
@@ -427,9 +428,33 @@ def _capped_max(v: bytes, length: int) -> bytes:
     return v if len(v) >= cap and bound == v[:cap] else bound  # no shorter bound: the whole value
 
 
+def as_dictionary(values: pa.ChunkedArray, rng: random.Random) -> pa.ChunkedArray:
+    """The same values as dictionary arrays, the way chunk_scan reads dictionary-encoded strings:
+    each part with its own dictionary, shuffled and holding entries no value uses."""
+    parts = []
+    for part in values.chunks:
+        distinct = sorted(set(part.to_pylist()))
+        dictionary = distinct + [random_bytes(rng, False) for _ in range(rng.randint(0, 3))]
+        rng.shuffle(dictionary)
+        position = {v: i for i, v in enumerate(dictionary)}  # a repeated unused entry maps once
+        indices = pa.array([position[v] for v in part.to_pylist()], pa.int32())
+        parts.append(pa.DictionaryArray.from_arrays(indices, pa.array(dictionary, pa.binary())))
+    return pa.chunked_array(parts, type=pa.dictionary(pa.int32(), pa.binary()))
+
+
+# How page_bounds reduces byte strings: per-page slices (few pages), one grouped aggregation
+# over prefixes (many pages), or ranks of the dictionary (dictionary-encoded chunks).
+BYTES_PATHS = ["sliced", "grouped", "dictionary"]
+
+
+@pytest.mark.parametrize("path", BYTES_PATHS)
 @pytest.mark.parametrize("truncate_length", [64, 5, 1])
 @pytest.mark.parametrize("kind", ["binary", "string", "uuid", "flba"])
-def test_bytes_bounds(kind, truncate_length):
+def test_bytes_bounds(kind, truncate_length, path, monkeypatch):
+    if path == "dictionary" and kind in ("uuid", "flba"):
+        pytest.skip("only BYTE_ARRAY chunks are read as dictionaries")
+    if path == "grouped":
+        monkeypatch.setattr(index_builder, "FEW_PAGES", 0)
     rng = random.Random(f"{kind}{truncate_length}")
     if kind == "binary":
         lf, typ = leaf(PT.BYTE_ARRAY), pa.binary()
@@ -457,7 +482,10 @@ def test_bytes_bounds(kind, truncate_length):
             exp_max = [None if v is None else _capped_max(v, truncate_length) for v in exact_max]
         else:
             exp_min, exp_max = exact_min, exact_max
-        bounds = page_bounds(lf, order, chunked(values, typ, rng), defined, truncate_length)
+        arrays = chunked(values, typ, rng)
+        if path == "dictionary":
+            arrays = as_dictionary(arrays, rng)
+        bounds = page_bounds(lf, order, arrays, defined, truncate_length)
         # boundary order is computed on the STORED (possibly truncated) bounds
         check(bounds, exp_min, exp_max, exp_min, exp_max)
         for m, x, lo, hi in zip(bounds.mins, bounds.maxs, exact_min, exact_max):
@@ -552,6 +580,28 @@ def test_offset_index_first_rows_and_unencoded():
 def test_unencoded_bytes_per_page():
     values = pa.chunked_array([[b"ab", b""], [b"cde", b"f"]], pa.binary())
     assert list(unencoded_bytes(values, np.array([1, 0, 2, 1]))) == [2, 0, 3, 1]
+
+
+def test_unencoded_bytes_of_dictionary_values():
+    rng = random.Random(7)
+    for _ in range(30):
+        defined = random_defined(rng)
+        values = [random_bytes(rng, False) for _ in range(int(defined.sum()))]
+        plain = chunked(values, pa.binary(), rng)
+        expected = [sum(len(v) for v in page) for page in split(values, defined)]
+        assert list(unencoded_bytes(plain, defined)) == expected
+        assert list(unencoded_bytes(as_dictionary(plain, rng), defined)) == expected
+
+
+def test_decimal_bounds_from_dictionary_values():
+    """Dictionary-read BYTE_ARRAY decimals are compared as numbers, like their plain values."""
+    lf = leaf(PT.BYTE_ARRAY, logical=logical(LT.DECIMAL))
+    order = type_order(lf)
+    rng = random.Random(3)
+    values = [_random_decimal_bytes(rng, rng.randint(-10**6, 10**6)) for _ in range(40)]
+    defined = np.array([10, 0, 25, 5])
+    plain = chunked(values, pa.binary(), rng)
+    assert page_bounds(lf, order, as_dictionary(plain, rng), defined, L) == page_bounds(lf, order, plain, defined, L)
 
 
 def test_column_index_fields():
