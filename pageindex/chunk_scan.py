@@ -38,14 +38,6 @@ def needs_values(chunk: ChunkMeta, order: Order) -> bool:
     return order.indexable or chunk.leaf.physical_type == PT.BYTE_ARRAY
 
 
-def _dictionary_only(pages: ChunkPages) -> bool:
-    """Every data page refers to the dictionary: its strings can stay indices, and bounds and
-    sizes come from the dictionary. (After a fallback to plain pages Arrow would hash every value
-    into a new dictionary, which costs more than reading them.)"""
-    return pages.dictionary is not None and all(
-        p.value_encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) for p in pages.pages)
-
-
 def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> ChunkScan:
     """Walk and count; decode values too when `decode` (and the chunk allows an index)."""
     return next(scan_chunks(source, footer, [(chunk, decode)]))
@@ -96,7 +88,11 @@ class _Walked:
 
     @property
     def as_dictionary(self) -> bool:
-        return self.chunk.leaf.physical_type == PT.BYTE_ARRAY and _dictionary_only(self.pages)
+        """Strings whose every data page refers to the dictionary stay indices: bounds and sizes
+        come from the dictionary. (After a fallback to plain pages Arrow would hash every value
+        into a new dictionary, which costs more than reading them.)"""
+        return (self.chunk.leaf.physical_type == PT.BYTE_ARRAY and self.pages.dictionary is not None
+                and all(p.value_encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) for p in self.pages.pages))
 
     @property
     def batch_bytes(self) -> int:

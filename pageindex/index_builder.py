@@ -62,13 +62,12 @@ def unencoded_bytes(values: pa.ChunkedArray, defined: np.ndarray) -> np.ndarray:
     for chunk in values.chunks:
         if not len(chunk):
             continue
-        pages, starts = _runs_in(ends, defined, pos, len(chunk))
+        pages, starts, stops = _runs_in(ends, defined, pos, len(chunk))
         pos += len(chunk)
         if pa.types.is_dictionary(chunk.type):
             # Page by page: a per-value array of lengths would cost 4-8 bytes a value.
             lengths = pc.binary_length(chunk.dictionary).to_numpy(zero_copy_only=False)
             indices = _indices(chunk)
-            stops = np.append(starts[1:], len(chunk))
             out[pages] += [int(lengths[indices[a:b]].sum(dtype=np.int64)) for a, b in zip(starts, stops)]
         else:
             lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False)
@@ -298,15 +297,15 @@ def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray, ca
     for chunk in chunks:
         if not len(chunk):
             continue
-        pages, starts = _runs_in(ends, defined, pos, len(chunk))
+        pages, starts, stops = _runs_in(ends, defined, pos, len(chunk))
         pos += len(chunk)
         if pa.types.is_dictionary(chunk.type):
-            lows, highs = _dictionary_min_max(chunk, starts)
+            lows, highs = _dictionary_min_max(chunk, starts, stops)
         elif len(pages) <= FEW_PAGES:
-            lows, highs = _sliced_min_max(chunk, starts)
+            lows, highs = _sliced_min_max(chunk, starts, stops)
         else:
             # Many pages: one grouped aggregation over the values' prefixes (memory: pages x cap).
-            ids = np.repeat(pages.astype(np.int32), np.diff(np.append(starts, len(chunk))))
+            ids = np.repeat(pages.astype(np.int32), stops - starts)
             prefixes = chunk if cap is None else pc.binary_slice(chunk, 0, cap)
             agg = pa.table({"p": ids, "v": prefixes}).group_by("p", use_threads=False).aggregate([("v", "min_max")])
             mm = agg.column("v_min_max").combine_chunks()
@@ -320,38 +319,41 @@ def _grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray, ca
     return [merged[p][0] for p in pages], [merged[p][1] for p in pages], pages
 
 
-def _runs_in(ends: np.ndarray, defined: np.ndarray, pos: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+def _runs_in(ends: np.ndarray, defined: np.ndarray, pos: int, length: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The non-empty pages with values in [pos, pos + length), and where each one's values
-    start relative to pos."""
+    start and stop relative to pos."""
     first = int(np.searchsorted(ends, pos, side="right"))
     last = int(np.searchsorted(ends, pos + length, side="left"))
     pages = np.arange(first, min(last, len(ends) - 1) + 1)
     pages = pages[defined[pages] > 0]
-    return pages, np.maximum(ends[pages] - defined[pages], pos) - pos
+    starts = np.maximum(ends[pages] - defined[pages], pos) - pos
+    return pages, starts, np.minimum(ends[pages], pos + length) - pos
 
 
 FEW_PAGES = 256
 
 
-def _sliced_min_max(chunk: pa.Array, starts: np.ndarray) -> tuple[list, list]:
-    """Per run of values from `starts`, the min and max, reduced in place on zero-copy slices."""
+def _sliced_min_max(chunk: pa.Array, starts: np.ndarray, stops: np.ndarray) -> tuple[list, list]:
+    """Per run of values [start, stop), the min and max, reduced in place on zero-copy slices."""
     lows, highs = [], []
-    for a, b in zip(starts.tolist(), np.append(starts[1:], len(chunk)).tolist()):
+    for a, b in zip(starts.tolist(), stops.tolist()):
         mm = pc.min_max(chunk.slice(a, b - a))
         lows.append(mm["min"].as_py())
         highs.append(mm["max"].as_py())
     return lows, highs
 
 
-def _dictionary_min_max(chunk: pa.DictionaryArray, starts: np.ndarray) -> tuple[list, list]:
-    """Per run of values from `starts`, the min and max: the dictionary is ranked once and each
+def _dictionary_min_max(chunk: pa.DictionaryArray, starts: np.ndarray, stops: np.ndarray
+                        ) -> tuple[list, list]:
+    """Per run of values [start, stop), the min and max: the dictionary is ranked once and each
     run reduces its values' ranks, so no value but the bounds is materialized."""
     by_rank = pc.array_sort_indices(chunk.dictionary).to_numpy(zero_copy_only=False)
     rank = np.empty(len(by_rank), dtype=np.int32)
     rank[by_rank] = np.arange(len(by_rank), dtype=np.int32)
     indices = _indices(chunk)
     lo, hi = [], []
-    for a, b in zip(starts, np.append(starts[1:], len(chunk))):
+    for a, b in zip(starts, stops):
         ranks = rank[indices[a:b]]  # page by page: no per-value array for the whole chunk
         lo.append(ranks.min())
         hi.append(ranks.max())

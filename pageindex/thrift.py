@@ -34,7 +34,6 @@ class T(IntEnum):
 
 
 BOOL = T.TRUE
-_INTS = (T.BYTE, T.I16, T.I32, T.I64)
 _TYPES = tuple(T)  # by id, without the cost of an Enum lookup
 _VARINT_BYTES = {T.BYTE: 10, T.I16: 3, T.I32: 5, T.I64: 10}
 _INT_RANGES = {
@@ -130,8 +129,8 @@ class _Reader:
         return self.buf[pos]
 
     def varint(self, max_bytes: int = 10) -> int:
-        buf, pos, end = self.buf, self.pos, self.end
-        stop = min(pos + max_bytes, end)
+        buf, start, end = self.buf, self.pos, self.end
+        pos, stop = start, min(start + max_bytes, end)
         result = shift = 0
         while pos < stop:
             b = buf[pos]
@@ -142,7 +141,7 @@ class _Reader:
                 return result
             shift += 7
         self.pos = pos
-        if shift // 7 < max_bytes:
+        if pos - start < max_bytes:
             raise ThriftTruncatedError("thrift data ends early", offset=pos)
         raise self._fail("varint is too long")
 
@@ -233,14 +232,9 @@ class _Reader:
         fields = []
         append = fields.append
         value, zigzag = self.value, self.zigzag
-        buf, end = self.buf, self.end
         last_id = 0
         while True:
-            pos = self.pos
-            if pos >= end:
-                raise ThriftTruncatedError("thrift data ends early", offset=pos)
-            header = buf[pos]
-            self.pos = pos + 1
+            header = self.byte()
             ftype = header & 0x0F
             if ftype == T.STOP:
                 return Struct(tuple(fields))
@@ -281,11 +275,10 @@ class _Writer:
         self.varint((n << 1) ^ (n >> 63))
 
     def value(self, ttype: T, value: Any, in_container: bool) -> None:
-        if ttype == T.I32 or ttype == T.I64 or ttype == T.I16 or ttype == T.BYTE:
-            if ttype == T.BYTE:
-                self.out.append(value & 0xFF)
-            else:
-                self.varint((value << 1) ^ (value >> 63))
+        if ttype == T.I32 or ttype == T.I64 or ttype == T.I16:
+            self.zigzag(value)
+        elif ttype == T.BYTE:
+            self.out.append(value & 0xFF)
         elif ttype == T.BINARY:
             data = value.encode() if isinstance(value, str) else value
             self.varint(len(data))

@@ -4,7 +4,8 @@ schema carries physical types only (never an embedded ARROW:schema), built from 
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -83,7 +84,7 @@ def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[Chunk
 
 BATCH_ROWS = 1 << 16
 BIG_CHUNK = 1 << 30
-BATCH_BYTES = 256 << 20
+ROW_BATCH_BYTES = 256 << 20
 
 
 def synthesize_chunks(columns: Sequence[tuple[ChunkMeta, ChunkPages]], num_rows: int,
@@ -98,11 +99,9 @@ def decode_columns(buf: bytes, count: int, num_rows: int, dictionary: Sequence[i
                    ) -> list[pa.ChunkedArray]:
     """All `count` top-level columns of a synthesized file in one Arrow read, so the per-read
     cost is paid once; the `dictionary` columns (BYTE_ARRAY) come back as dictionary indices."""
-    try:
+    with _arrow_errors():
         reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=list(dictionary))
         table = reader.read_row_group(0, use_threads=False)
-    except (OSError, pa.ArrowException, ValueError, IndexError) as err:
-        raise MalformedFileError(f"page data could not be decoded: {err}") from None
     if table.num_columns != count:
         raise MalformedFileError(f"{count} chunks decode to {table.num_columns} columns")
     return [_checked_rows(column, num_rows) for column in table.columns]
@@ -111,16 +110,15 @@ def decode_columns(buf: bytes, count: int, num_rows: int, dictionary: Sequence[i
 def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0, as_dictionary: bool = False,
            batch_bytes: int = BIG_CHUNK) -> pa.ChunkedArray:
     """Read a synthesized file's single top-level column: whole, as one array where possible
-    (no concatenation later); in row batches when its pages decode to more than BIG_CHUNK bytes
-    (a nested column cannot hold more than 2 GiB of values in one array, so a nested batch
-    whose values pass 2 GiB shrinks until it fits). as_dictionary: a BYTE_ARRAY leaf comes back
-    as indices into the chunk's dictionary, its values never materialized one by one.
-    batch_bytes: read in row batches of about this many decoded bytes once the pages hold more
-    (Arrow grows a string column's buffer by doubling: batches keep that overhead small)."""
-    try:
+    (no concatenation later); in row batches when its pages decode to more than `batch_bytes`,
+    by default BIG_CHUNK (a nested column cannot hold more than 2 GiB of values in one array, so
+    a nested batch whose values pass 2 GiB shrinks until it fits; callers pass less for plain
+    strings, whose buffer Arrow grows by doubling). as_dictionary: a BYTE_ARRAY leaf comes back
+    as indices into the chunk's dictionary, its values never materialized one by one."""
+    with _arrow_errors():
         reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=[0] if as_dictionary else None)
         if decoded_bytes > batch_bytes:
-            rows = max(1, num_rows * min(batch_bytes, BATCH_BYTES) // decoded_bytes)
+            rows = max(1, num_rows * min(batch_bytes, ROW_BATCH_BYTES) // decoded_bytes)
             column = _decode_in_batches(reader, rows)
         else:
             try:
@@ -130,11 +128,18 @@ def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0, as_dictionary: boo
             if table is not None and table.num_columns != 1:
                 raise MalformedFileError(f"the chunk decodes to {table.num_columns} columns, not 1")
             column = table.column(0) if table is not None else _decode_in_batches(reader, BATCH_ROWS)
+    return _checked_rows(column, num_rows)
+
+
+@contextmanager
+def _arrow_errors() -> Iterator[None]:
+    """Whatever Arrow raises while decoding page data becomes a MalformedFileError."""
+    try:
+        yield
     except MalformedFileError:
         raise
     except (OSError, pa.ArrowException, ValueError, IndexError) as err:
         raise MalformedFileError(f"page data could not be decoded: {err}") from None
-    return _checked_rows(column, num_rows)
 
 
 def _checked_rows(column: pa.ChunkedArray, num_rows: int) -> pa.ChunkedArray:
