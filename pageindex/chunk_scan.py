@@ -4,6 +4,8 @@ The shared first half of retrofit and verify: everything that is learned by read
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -19,6 +21,21 @@ from .storage import Source
 from .values import BIG_CHUNK, bare_path, decode, decode_columns, leaf_values, synthesize, synthesize_chunks
 
 T = TypeVar("T")
+
+# Page bytes are Python bytes objects from glibc's heap, which keeps freed space unless trimmed.
+try:
+    _MALLOC_TRIM: Callable[[int], int] | None = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+except (OSError, AttributeError, TypeError):
+    _MALLOC_TRIM = None
+TRIM_AFTER_BYTES = 1 << 20
+
+
+def release_memory(chunk: ChunkMeta) -> None:
+    """Hand a finished chunk's freed memory back to the OS: Arrow's pool always; the C heap
+    after chunks big enough to leave holes there (so peak memory stays one chunk's worth)."""
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None and chunk.total_compressed_size >= TRIM_AFTER_BYTES:
+        _MALLOC_TRIM(0)
 
 
 @dataclass(frozen=True)
@@ -123,8 +140,8 @@ def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Wa
 
 
 def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Iterator[ChunkScan]:
-    """Decode a batch (emptied here: its page bytes are dropped once copied into the synthesized
-    file, so a chunk is never held twice while Arrow decodes it) and yield its scans."""
+    """Decode a batch (emptied here: the synthesized file is then the only holder of the page
+    bytes, which go once Arrow has decoded them) and yield its scans."""
     if not batch:
         return
     walked = [w.without_data() for w in batch]
@@ -132,23 +149,23 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
     created_by = footer.created_by_raw
     if len(batch) == 1:
         w = batch.pop()
-        buf = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
+        file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
         del w
         array = _located(source, walked[0].chunk, lambda: decode(
-            buf, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))
-        del buf
+            file, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))
+        del file
         scan = _located(source, walked[0].chunk, lambda: _finish(walked[0], array))
         del array  # the caller frees the chunk's memory while this generator waits here
         yield scan
         return
-    buf = synthesize_chunks([(w.chunk, w.pages) for w in batch], rows, created_by)
+    file = synthesize_chunks([(w.chunk, w.pages) for w in batch], rows, created_by)
     batch.clear()
     try:
         arrays: list[pa.ChunkedArray | None] = decode_columns(
-            buf, len(walked), rows, [i for i, w in enumerate(walked) if w.as_dictionary])
+            file, len(walked), rows, [i for i, w in enumerate(walked) if w.as_dictionary])
     except MalformedFileError:
         arrays = [None] * len(walked)  # read again one by one below, to name the chunk at fault
-    del buf
+    del file
     for i, w in enumerate(walked):
         array, arrays[i] = arrays[i], None  # the caller frees each chunk once done with it
         if array is None:

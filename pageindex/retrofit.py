@@ -8,11 +8,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 
 from . import __version__
 from . import page_stats
-from .chunk_scan import ChunkScan, needs_values, scan_chunks
+from .chunk_scan import ChunkScan, needs_values, release_memory, scan_chunks
 from .column_order import Order, order_for
 from .commit import clean_stale_temporaries, commit
 from .errors import (
@@ -155,11 +154,13 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int,
             for chunk, order in zip(row, orders)]
         exact = [i for i, result in enumerate(done) if result is None]
         scans = scan_chunks(source, footer, [(row[i], needs_values(row[i], orders[i])) for i in exact])
-        for i, scan in zip(exact, scans):
+        for i in exact:
+            # Not zip(exact, scans): zip's reused result tuple would keep this scan alive while
+            # the next chunk decodes.
+            scan = next(scans)
             done[i] = _chunk_indexes(row[i], orders[i], scan, truncate_length)
-            # Hand the decoded chunk's memory back before the next one.
             del scan
-            pa.default_memory_pool().release_unused()
+            release_memory(row[i])
         indexes.append([result[0] for result in done])
         reports.extend(result[1] for result in done)
     return indexes, reports

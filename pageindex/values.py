@@ -3,8 +3,11 @@ schema carries physical types only (never an embedded ARROW:schema), built from 
 """
 from __future__ import annotations
 
+import bisect
+import io
 import struct
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -38,8 +41,59 @@ def bare_path(chunk: ChunkMeta, name: bytes | None = None) -> list[Struct]:
     return path
 
 
+@dataclass(frozen=True)
+class Synthesized:
+    """A synthesized file as the buffers it is made of, in order: the chunks' page bytes are
+    referenced, never copied (a join would hold every chunk twice and cost a pass over it)."""
+
+    parts: tuple[bytes, ...]
+
+    def open(self) -> pa.PythonFile:
+        return pa.PythonFile(_PartsReader(self.parts), mode="r")
+
+
+class _PartsReader(io.RawIOBase):
+    """A read-only file over concatenated buffers. A read within one buffer is a zero-copy view,
+    which Arrow keeps as is; only reads across buffers (the footer's last bytes) are copied."""
+
+    def __init__(self, parts: Sequence[bytes]) -> None:
+        super().__init__()
+        self._parts = [memoryview(p) for p in parts]
+        self._starts = [0]
+        for part in self._parts:
+            self._starts.append(self._starts[-1] + len(part))
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._starts[-1]}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int = -1) -> memoryview | bytes:
+        end = self._starts[-1] if size < 0 else min(self._starts[-1], self._pos + size)
+        pieces = []
+        i = bisect.bisect_right(self._starts, self._pos) - 1
+        while self._pos < end:
+            start, part = self._starts[i], self._parts[i]
+            pieces.append(part[self._pos - start : min(len(part), end - start)])
+            self._pos = min(start + len(part), end)
+            i += 1
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    read_buffer = read  # Arrow prefers read_buffer and wraps its result without a copy
+
+
 def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[ChunkMeta, ChunkPages]],
-               num_rows: int, created_by: bytes | None) -> bytes:
+               num_rows: int, created_by: bytes | None) -> Synthesized:
     """A complete Parquet file with one row group holding these chunks' bytes, under a schema of
     top-level fields each given as its depth-first elements (the root is added)."""
     root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, len(fields))))
@@ -79,7 +133,7 @@ def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[Chunk
         # Arrow C++ keys workarounds for known writer bugs on created_by; keep it.
         file_meta.append(Field(6, T.BINARY, created_by))
     footer = encode_struct(Struct(tuple(file_meta)))
-    return b"".join((_MAGIC, *body, footer, struct.pack("<I", len(footer)), _MAGIC))
+    return Synthesized((_MAGIC, *body, footer + struct.pack("<I", len(footer)) + _MAGIC))
 
 
 BATCH_ROWS = 1 << 16
@@ -88,26 +142,26 @@ ROW_BATCH_BYTES = 256 << 20
 
 
 def synthesize_chunks(columns: Sequence[tuple[ChunkMeta, ChunkPages]], num_rows: int,
-                      created_by: bytes | None) -> bytes:
+                      created_by: bytes | None) -> Synthesized:
     """A synthesized file holding several chunks of one row group, a top-level field each (named
     c0, c1, ...: two leaves of one group would otherwise share a name)."""
     fields = [bare_path(chunk, b"c%d" % i) for i, (chunk, _) in enumerate(columns)]
     return synthesize(fields, columns, num_rows, created_by)
 
 
-def decode_columns(buf: bytes, count: int, num_rows: int, dictionary: Sequence[int]
+def decode_columns(file: Synthesized, count: int, num_rows: int, dictionary: Sequence[int]
                    ) -> list[pa.ChunkedArray]:
     """All `count` top-level columns of a synthesized file in one Arrow read, so the per-read
     cost is paid once; the `dictionary` columns (BYTE_ARRAY) come back as dictionary indices."""
     with _arrow_errors():
-        reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=list(dictionary))
+        reader = pq.ParquetFile(file.open(), read_dictionary=list(dictionary))
         table = reader.read_row_group(0, use_threads=False)
     if table.num_columns != count:
         raise MalformedFileError(f"{count} chunks decode to {table.num_columns} columns")
     return [_checked_rows(column, num_rows) for column in table.columns]
 
 
-def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0, as_dictionary: bool = False,
+def decode(file: Synthesized, num_rows: int, decoded_bytes: int = 0, as_dictionary: bool = False,
            batch_bytes: int = BIG_CHUNK) -> pa.ChunkedArray:
     """Read a synthesized file's single top-level column: whole, as one array where possible
     (no concatenation later); in row batches when its pages decode to more than `batch_bytes`,
@@ -116,7 +170,7 @@ def decode(buf: bytes, num_rows: int, decoded_bytes: int = 0, as_dictionary: boo
     strings, whose buffer Arrow grows by doubling). as_dictionary: a BYTE_ARRAY leaf comes back
     as indices into the chunk's dictionary, its values never materialized one by one."""
     with _arrow_errors():
-        reader = pq.ParquetFile(pa.BufferReader(buf), read_dictionary=[0] if as_dictionary else None)
+        reader = pq.ParquetFile(file.open(), read_dictionary=[0] if as_dictionary else None)
         if decoded_bytes > batch_bytes:
             rows = max(1, num_rows * min(batch_bytes, ROW_BATCH_BYTES) // decoded_bytes)
             column = _decode_in_batches(reader, rows)
