@@ -82,7 +82,7 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
             batch_bytes += walked.decoded_bytes
         else:
             yield ChunkScan(walked.pages.without_data(), walked.levels, None)
-        del walked  # the batch owns the page bytes now, and frees them before decoding
+        del walked  # the batch owns the page bytes now; its synthesized file hands them to Arrow
     yield from _finish_batch(source, footer, batch)
 
 

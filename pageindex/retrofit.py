@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from . import __version__
 from . import page_stats
 from .chunk_scan import ChunkScan, needs_values, release_memory, scan_chunks
