@@ -1,11 +1,15 @@
-"""Commit: write prefix + tail atomically (local: temporary sibling + rename; S3: multipart with
-the prefix copied server-side), refusing when the source changed; clean dead runs' temporaries.
+"""Commit: write prefix + tail atomically (local: temporary sibling, swapped in by an atomic
+exchange; S3: multipart with the prefix copied server-side), refusing when the source changed.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import os
 import posixpath
 import stat
+import threading
 import time
 import uuid
 from typing import Any
@@ -13,7 +17,7 @@ from typing import Any
 import fsspec
 
 from .errors import ConcurrentModificationError, StorageError
-from .storage import Source, current_version, storage_errors
+from .storage import Source, current_version, local_version, storage_errors
 
 COPY_BLOCK = 8 << 20
 TEMP_TAG = ".pageindex-tmp-"
@@ -25,12 +29,13 @@ def temp_name(path: str) -> str:
     return os.path.join(head, f".{name}{TEMP_TAG}{uuid.uuid4().hex}")
 
 
-def _copy_prefix(source: Source, out: Any, length: int) -> None:
+def _copy_prefix(source: Source, out: Any, length: int, stop: threading.Event | None = None) -> None:
+    """Copy source[0:length] to out, block by block; a set `stop` ends it early (abort)."""
     if source.local and hasattr(os, "copy_file_range") and hasattr(out, "fileno"):
-        _copy_prefix_in_kernel(source, out, length)
+        _copy_prefix_in_kernel(source, out, length, stop)
         return
     pos = 0
-    while pos < length:
+    while pos < length and not (stop and stop.is_set()):
         block = source.read(pos, min(COPY_BLOCK, length - pos), "copy")
         if not block:
             raise StorageError("file shrank while copying", path=source.path, offset=pos)
@@ -38,21 +43,43 @@ def _copy_prefix(source: Source, out: Any, length: int) -> None:
         pos += len(block)
 
 
-def _copy_prefix_in_kernel(source: Source, out: Any, length: int) -> None:
+def _copy_prefix_in_kernel(source: Source, out: Any, length: int,
+                           stop: threading.Event | None) -> None:
     """Local to local: the kernel copies (or reflinks) the bytes without a trip through Python."""
     out.flush()
     src_fd = source.fileno()
     pos = 0
-    while pos < length:
+    while pos < length and not (stop and stop.is_set()):
         try:
-            sent = os.copy_file_range(src_fd, out.fileno(), length - pos, pos, pos)
+            sent = os.copy_file_range(src_fd, out.fileno(), min(COPY_BLOCK, length - pos), pos, pos)
         except OSError as err:
             raise StorageError(f"copy failed: {err}", path=source.path, offset=pos) from err
         if sent == 0:
             raise StorageError("file shrank while copying", path=source.path, offset=pos)
         pos += sent
-    source.stats.record(0, length, "copy")
-    out.seek(length)
+    source.stats.record(0, pos, "copy")
+    out.seek(pos)
+
+
+# renameat2(RENAME_EXCHANGE) (Linux 3.15+, glibc 2.28+) swaps two names in one atomic step.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+try:
+    _RENAMEAT2: object = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).renameat2
+except (OSError, AttributeError, TypeError):
+    _RENAMEAT2 = None
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap the files named a and b; False where the OS or filesystem cannot."""
+    if _RENAMEAT2 is None:
+        return False
+    if _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), b)
 
 
 def _check_unchanged(source: Source) -> None:
@@ -62,43 +89,124 @@ def _check_unchanged(source: Source) -> None:
         )
 
 
-def commit(source: Source, prefix_length: int, tail: bytes, dst: str, dst_fs: Any) -> None:
-    """Write source[0:prefix_length] + tail to dst; dst == source path means in place."""
-    in_place = dst == source.path and dst_fs is source.fs
+class PendingCommit:
+    """A commit whose tail is not known yet: finish(tail) completes it, abort() undoes it."""
+
+    def __init__(self, source: Source, prefix_length: int, dst: str, dst_fs: Any) -> None:
+        self.source, self.prefix_length, self.dst, self.dst_fs = source, prefix_length, dst, dst_fs
+        self.in_place = dst == source.path and dst_fs is source.fs
+
+    def finish(self, tail: bytes) -> None:
+        if is_s3(self.dst_fs) and is_s3(self.source.fs):
+            _commit_s3(self.source, self.prefix_length, tail, self.dst, self.dst_fs)
+        else:
+            _commit_remote(self.source, self.prefix_length, tail, self.dst, self.dst_fs)
+
+    def abort(self) -> None:
+        """Nothing was written before finish()."""
+
+
+class _LocalCommit(PendingCommit):
+    """Temporary sibling, then exchange (in place) or rename. From a local source the prefix copy
+    (and its fsync) runs in a thread from the start; the kernel copies, overlapping the caller."""
+
+    def __init__(self, source: Source, prefix_length: int, dst: str, dst_fs: Any) -> None:
+        super().__init__(source, prefix_length, dst, dst_fs)
+        self.parent = os.path.dirname(os.path.abspath(dst))
+        self.created_dirs = _make_dirs(self.parent)
+        self.tmp = temp_name(dst)
+        self.out = open(self.tmp, "wb")
+        self.tmp_inode = os.fstat(self.out.fileno()).st_ino
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._copier: threading.Thread | None = None
+        if source.local:
+            self._copier = threading.Thread(target=self._copy, name="pageindex-copy", daemon=True)
+            self._copier.start()
+
+    def _copy(self) -> None:
+        try:
+            _copy_prefix(self.source, self.out, self.prefix_length, self._stop)
+            if not self._stop.is_set():
+                self.out.flush()
+                os.fdatasync(self.out.fileno())  # write-back now, not at the final fsync
+        except BaseException as err:  # noqa: BLE001 - re-raised by finish() in the caller's thread
+            self._error = err
+
+    def finish(self, tail: bytes) -> None:
+        try:
+            if self._copier is None:
+                _copy_prefix(self.source, self.out, self.prefix_length)
+            else:
+                self._copier.join()
+                if self._error is not None:
+                    raise self._error
+            self.out.write(tail)
+            self.out.flush()
+            os.fsync(self.out.fileno())
+            self.out.close()
+            if self.in_place:
+                # The replacement keeps the original's permissions, not the umask's.
+                os.chmod(self.tmp, stat.S_IMODE(os.stat(self.source.path).st_mode))
+            # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
+            _check_unchanged(self.source)
+            _drop_stale_checksum(self.dst)
+            if not (self.in_place and self._swap_in()):
+                os.replace(self.tmp, self.dst)
+            _fsync_dir(self.parent)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _swap_in(self) -> bool:
+        """Replace the source with the temporary by an atomic exchange, then look at what was
+        replaced: if another writer renamed or wrote over the file after the check above, swap
+        its file back and refuse. (A plain rename after the check would lose that writer's
+        bytes.) False where exchanging is not supported; the caller then renames."""
+        if not _exchange(self.tmp, self.dst):
+            return False
+        if local_version(os.lstat(self.tmp)) != self.source.version:
+            _exchange(self.tmp, self.dst)
+            raise ConcurrentModificationError(
+                "file changed while it was committed; the other writer's file was put back",
+                path=self.source.path)
+        os.unlink(self.tmp)  # the original, now under the temporary's name
+        return True
+
+    def abort(self) -> None:
+        self._stop.set()
+        if self._copier is not None:
+            self._copier.join()
+        self.out.close()
+        # Only our own file: after a swap back in a three-way race the name may hold another's.
+        if os.path.exists(self.tmp) and os.lstat(self.tmp).st_ino == self.tmp_inode:
+            os.unlink(self.tmp)
+        for directory in self.created_dirs:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                break  # not empty: someone else put something there
+
+
+def begin_commit(source: Source, prefix_length: int, dst: str, dst_fs: Any) -> PendingCommit:
+    """Start writing source[0:prefix_length] + a tail to come to dst (dst == source: in place)."""
     if isinstance(dst_fs, fsspec.implementations.local.LocalFileSystem):
-        _commit_local(source, prefix_length, tail, dst, in_place)
-    elif is_s3(dst_fs) and is_s3(source.fs):
-        _commit_s3(source, prefix_length, tail, dst, dst_fs, in_place)
-    else:
-        _commit_remote(source, prefix_length, tail, dst, dst_fs, in_place)
+        return _LocalCommit(source, prefix_length, dst, dst_fs)
+    return PendingCommit(source, prefix_length, dst, dst_fs)
 
 
 def is_s3(fs: Any) -> bool:
     return "s3" in (fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,))
 
 
-def _commit_local(source: Source, prefix_length: int, tail: bytes, dst: str, in_place: bool) -> None:
-    parent = os.path.dirname(os.path.abspath(dst))
-    os.makedirs(parent, exist_ok=True)
-    tmp = temp_name(dst)
-    try:
-        with open(tmp, "wb") as out:
-            _copy_prefix(source, out, prefix_length)
-            out.write(tail)
-            out.flush()
-            os.fsync(out.fileno())
-        if in_place:
-            # The replacement keeps the original's permissions, not the umask's.
-            os.chmod(tmp, stat.S_IMODE(os.stat(source.path).st_mode))
-        # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
-        _check_unchanged(source)
-        _drop_stale_checksum(dst)
-        os.replace(tmp, dst)
-        _fsync_dir(parent)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _make_dirs(path: str) -> list[str]:
+    """Create `path` and missing parents; return the ones created, deepest first."""
+    missing, probe = [], path
+    while not os.path.isdir(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    os.makedirs(path, exist_ok=True)
+    return missing
 
 
 def _drop_stale_checksum(path: str) -> None:
@@ -118,8 +226,7 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any,
-                   in_place: bool) -> None:
+def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any) -> None:
     # An object store makes the object visible only when the upload completes.
     _check_unchanged(source)
     with storage_errors("upload", dst):
@@ -133,8 +240,7 @@ S3_MIN_PART = 5 << 20
 S3_MAX_PART = 5 << 30
 
 
-def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any,
-               in_place: bool) -> None:
+def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any) -> None:
     """The object appears whole at CompleteMultipartUpload; the prefix never leaves S3."""
     bucket, key = fs.split_path(dst)[:2]
     etag = source.version.etag

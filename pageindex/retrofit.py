@@ -12,11 +12,8 @@ from . import __version__
 from . import page_stats
 from .chunk_scan import ChunkScan, needs_values, release_memory, scan_chunks
 from .column_order import Order, order_for
-from .commit import clean_stale_temporaries, commit
-from .errors import (
-    ConcurrentModificationError, EncryptedFileError, MalformedFileError, NotParquetError,
-    PageIndexError,
-)
+from .commit import PendingCommit, begin_commit, clean_stale_temporaries
+from .errors import ConcurrentModificationError, EncryptedFileError, NotParquetError, PageIndexError
 from .footer import ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
 from .page_levels import PageLevels
@@ -120,26 +117,41 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             return RetrofitResult(src, None, "already_indexed", source.size, 0,
                                   len(footer.chunks), (), source.stats.bytes_read,
                                   time.monotonic() - started)
+        if dst is None:
+            dst_fs, dst_path = source.fs, source.path
+        pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
         try:
             indexes, reports = compute_indexes(source, footer, truncate_length, trust_page_stats)
-        except MalformedFileError as err:
+            tail = build_tail(footer, indexes,
+                              marker_value(__version__, truncate_length, trust_page_stats))
+            if pending is not None:
+                pending.finish(tail)
+        except PageIndexError as err:
+            _abort(pending)
             # Bytes that stop making sense mid-run may be another writer's, not corruption.
-            if current_version(source) != source.version:
+            if not isinstance(err, ConcurrentModificationError) and _changed(source):
                 raise ConcurrentModificationError(
                     "file changed while it was processed; not overwritten", path=source.path) from err
             raise
-        tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats))
-        out_size = footer.footer_start + len(tail)
-        if dry_run:
-            return RetrofitResult(src, None, "dry_run", source.size, out_size, len(footer.chunks),
-                                  tuple(reports), source.stats.bytes_read,
-                                  time.monotonic() - started)
-        if dst is None:
-            dst_fs, dst_path = source.fs, source.path
-        commit(source, footer.footer_start, tail, dst_path, dst_fs)
-        return RetrofitResult(src, dst or src, "indexed", source.size, out_size,
-                              len(footer.chunks), tuple(reports), source.stats.bytes_read,
-                              time.monotonic() - started)
+        except BaseException:
+            _abort(pending)
+            raise
+        return RetrofitResult(src, None if dry_run else dst or src,
+                              "dry_run" if dry_run else "indexed", source.size,
+                              footer.footer_start + len(tail), len(footer.chunks), tuple(reports),
+                              source.stats.bytes_read, time.monotonic() - started)
+
+
+def _changed(source: Source) -> bool:
+    try:
+        return current_version(source) != source.version
+    except PageIndexError:
+        return False  # cannot tell: the original error is the one to report
+
+
+def _abort(pending: PendingCommit | None) -> None:
+    if pending is not None:
+        pending.abort()
 
 
 def compute_indexes(source: Source, footer: Footer, truncate_length: int,

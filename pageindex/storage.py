@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -37,11 +38,14 @@ class IOStats:
     requests: int = 0
     bytes_read: int = 0
     ranges: list[tuple[int, int, str]] = field(default_factory=list)  # offset, length, purpose
+    # The commit's background copy reads while the pipeline does: no lost increments.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record(self, offset: int, length: int, purpose: str) -> None:
-        self.requests += 1
-        self.bytes_read += length
-        self.ranges.append((offset, length, purpose))
+        with self._lock:
+            self.requests += 1
+            self.bytes_read += length
+            self.ranges.append((offset, length, purpose))
 
 
 @dataclass(frozen=True)
@@ -172,14 +176,15 @@ def open_source(path: str, filesystem: Any = None) -> Source:
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise StorageError("not a regular file", path=inner)
-        source = Source(inner, fs, _local_version(st))
+        source = Source(inner, fs, local_version(st))
         source._fd = fd
         return source
     return Source(inner, fs, file_version(fs, inner))
 
 
-def _local_version(st: os.stat_result) -> FileVersion:
-    # The inode stands in for an ETag: a file renamed into place is another file.
+def local_version(st: os.stat_result) -> FileVersion:
+    """A local file's version from its stat; the inode stands in for an ETag (a file renamed
+    into place is another file)."""
     return FileVersion(st.st_size, st.st_mtime, f"inode:{st.st_dev}:{st.st_ino}")
 
 
@@ -187,7 +192,7 @@ def current_version(source: Source) -> FileVersion:
     """The version of the file at the source's path now (to compare with source.version)."""
     if source.local:
         try:
-            return _local_version(os.stat(source.path))
+            return local_version(os.stat(source.path))
         except FileNotFoundError:
             return FileVersion(-1, None, None)
     return file_version(source.fs, source.path)

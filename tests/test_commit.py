@@ -34,16 +34,16 @@ def test_in_place_atomic_replace(src, monkeypatch):
     original = src.read_bytes()
     inode = src.stat().st_ino
     seen = {}
-    real_replace = os.replace
+    real_exchange = commit_mod._exchange
 
-    def spying_replace(a, b):
-        # at the moment of the rename the original is untouched and the temp file is complete
+    def spying_exchange(a, b):
+        # at the moment of the swap the original is untouched and the temp file is complete
         seen["temp"] = os.path.basename(a)
         seen["dst_bytes_at_rename"] = Path(b).read_bytes()
         seen["temp_size"] = os.path.getsize(a)
-        return real_replace(a, b)
+        return real_exchange(a, b)
 
-    monkeypatch.setattr(commit_mod.os, "replace", spying_replace)
+    monkeypatch.setattr(commit_mod, "_exchange", spying_exchange)
     result = pageindex.retrofit(str(src))
     assert result.status == "indexed" and result.output == str(src)
     assert seen["dst_bytes_at_rename"] == original
@@ -53,6 +53,85 @@ def test_in_place_atomic_replace(src, monkeypatch):
     assert leftovers(src.parent) == []
     assert verify(str(src)).ok
     assert pq.read_table(src).equals(pq.read_table(pa.BufferReader(original)))
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, monkeypatch, in_place):
+    """The local commit overlaps the decoding: by the time the indexes are computed, the prefix
+    already sits in the temporary file and has been flushed (fdatasync) in the background."""
+    import importlib
+    import threading
+
+    retrofit_mod = importlib.import_module("pageindex.retrofit")
+    if not hasattr(os, "copy_file_range"):
+        pytest.skip("no os.copy_file_range on this platform")
+    dst = src if in_place else tmp_path / "out" / "o.parquet"
+    footer_start = src.stat().st_size - 8 - int.from_bytes(src.read_bytes()[-8:-4], "little")
+    flushed = threading.Event()
+    real_fdatasync, real_compute = os.fdatasync, retrofit_mod.compute_indexes
+
+    def fdatasync(fd):
+        real_fdatasync(fd)
+        flushed.set()
+
+    seen = {}
+
+    def compute(*args, **kwargs):
+        assert flushed.wait(timeout=30), "the prefix copy did not run alongside the computation"
+        (temp,) = [p for p in dst.parent.iterdir() if commit_mod.TEMP_TAG in p.name]
+        seen["temp_bytes"] = temp.read_bytes()
+        return real_compute(*args, **kwargs)
+
+    monkeypatch.setattr(commit_mod.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(retrofit_mod, "compute_indexes", compute)
+    original = src.read_bytes()
+    pageindex.retrofit(str(src), None if in_place else str(dst))
+    assert seen["temp_bytes"] == original[:footer_start]
+    assert dst.read_bytes()[:footer_start] == original[:footer_start]
+    assert verify(str(dst)).ok
+
+
+@pytest.mark.parametrize("how", ["renamed_over", "written_in_place"])
+def test_writer_after_the_check_gets_its_file_back(src, tmp_path, monkeypatch, how):
+    """Another writer changes the file after the commit's check, just before the rename: the
+    exchange shows that what it replaced is not the file read, so the writer's file is swapped
+    back and the run refuses. (With check-then-rename that writer's bytes were lost.)"""
+    theirs = pq.read_table(src).slice(0, 100)
+    other = tmp_path / "other.parquet"
+    pq.write_table(theirs, other)
+    real_exchange = commit_mod._exchange
+    calls = []
+
+    def writer_first(a, b):
+        if not calls:
+            if how == "renamed_over":
+                os.replace(other, src)
+            else:
+                with open(src, "r+b") as fh:  # same inode: size and mtime tell
+                    fh.write(b"PAR1")
+                    fh.truncate(50)
+        calls.append((a, b))
+        return real_exchange(a, b)
+
+    monkeypatch.setattr(commit_mod, "_exchange", writer_first)
+    with pytest.raises(ConcurrentModificationError, match="put back"):
+        pageindex.retrofit(str(src))
+    assert len(calls) == 2  # swapped in, looked, swapped back
+    if how == "renamed_over":
+        assert pq.read_table(src).equals(theirs)
+    else:
+        assert src.stat().st_size == 50
+    assert leftovers(src.parent) == []
+
+
+def test_rename_without_exchange_support(src, monkeypatch):
+    """Where renameat2(RENAME_EXCHANGE) is missing the commit checks, then renames."""
+    monkeypatch.setattr(commit_mod, "_RENAMEAT2", None)
+    original = src.read_bytes()
+    assert pageindex.retrofit(str(src)).status == "indexed"
+    assert verify(str(src)).ok
+    assert src.read_bytes()[:100] == original[:100]
+    assert leftovers(src.parent) == []
 
 
 def test_in_place_keeps_file_mode(src):
@@ -137,7 +216,7 @@ def test_failure_mid_copy_leaves_no_temp_file(src, tmp_path, monkeypatch, in_pla
     assert leftovers(src.parent) == []
     assert src.read_bytes() == original
     if dst is not None:
-        assert not dst.exists() and leftovers(dst.parent) == []
+        assert not dst.parent.exists()  # the directory the run created is gone again
 
 
 def test_failure_before_commit_creates_nothing(src, tmp_path, monkeypatch):
@@ -145,7 +224,7 @@ def test_failure_before_commit_creates_nothing(src, tmp_path, monkeypatch):
     dst = tmp_path / "never" / "o.parquet"
     with pytest.raises(StorageError):
         pageindex.retrofit(str(src), str(dst))
-    assert not dst.exists()
+    assert not dst.parent.exists()
 
 
 def _modify_during_copy(monkeypatch, path: Path, how: str, copy_path: str):

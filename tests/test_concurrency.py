@@ -148,7 +148,9 @@ def _rewrite(path: Path, how: str, made: SimpleNamespace) -> bytes:
     raise ValueError(how)
 
 
-HOLD_PHASES = ["footer", "before_copy", "after_copy", "fsync"]  # all before the commit's check
+# All but the last come before the commit's check; at before_rename the check has passed and
+# only the atomic exchange (and the look at what it replaced) stands between the writer and loss.
+HOLD_PHASES = ["footer", "before_copy", "after_copy", "fsync", "before_rename"]
 REWRITES = ["same_size_in_place", "new_content_in_place", "renamed_over"]
 
 

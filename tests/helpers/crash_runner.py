@@ -13,8 +13,9 @@ SRC/DST are local paths, or ``bucket/key`` on the S3 endpoint given.  The child 
 imports) until FILE exists before starting, so several children can start at the same instant.  At the end
 it prints ``DONE <status>``; a PageIndexError ends it with exit code 1 and ``ERROR <type>: <msg>``.
 
-Phases, local commit: ``before_copy``, ``after_copy``, ``fsync``, ``before_rename``,
-``after_rename``.  S3 commit: ``before_<method>`` / ``after_<method>`` for every S3 call of the
+Phases, local commit: ``before_copy``, ``after_copy`` (the background copy), ``fsync``,
+``before_rename`` (after the commit's check, before the exchange or rename), ``after_rename``
+(the new file in place, the original gone).  S3 commit: ``before_<method>`` / ``after_<method>`` for every S3 call of the
 commit (create_multipart_upload, upload_part_copy, upload_part, complete_multipart_upload,
 put_object).  Also ``start`` (imports done) and ``footer`` (footer read).
 """
@@ -54,9 +55,9 @@ def _instrument(pause_at: str | None) -> None:
 
     real_copy = commit_mod._copy_prefix
 
-    def copy_prefix(source, out, length):
+    def copy_prefix(source, out, length, *rest):
         _phase("before_copy", pause_at)
-        real_copy(source, out, length)
+        real_copy(source, out, length, *rest)
         _phase("after_copy", pause_at)
 
     commit_mod._copy_prefix = copy_prefix
@@ -68,13 +69,32 @@ def _instrument(pause_at: str | None) -> None:
         real_fsync(fd)
         _phase("fsync", pause_at)
 
+    real_exchange = commit_mod._exchange
+    real_fsync_dir = commit_mod._fsync_dir
+    renaming = {"started": False}
+
+    def before_rename():
+        if not renaming["started"]:
+            renaming["started"] = True
+            _phase("before_rename", pause_at)
+
     def replace(src, dst, *a, **kw):
-        _phase("before_rename", pause_at)
+        before_rename()
         real_replace(src, dst, *a, **kw)
+
+    def exchange(a, b):
+        before_rename()
+        return real_exchange(a, b)
+
+    def fsync_dir(path):
+        # the new file has its name, and the original is gone (also from the temporary's name)
         _phase("after_rename", pause_at)
+        real_fsync_dir(path)
 
     commit_mod.os.fsync = fsync  # commit uses the os module; this child only runs the retrofit
     commit_mod.os.replace = replace
+    commit_mod._exchange = exchange
+    commit_mod._fsync_dir = fsync_dir
 
     real_call = commit_mod._s3_call
 
