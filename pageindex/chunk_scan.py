@@ -67,12 +67,12 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
     the per-read cost once per batch, not once per column."""
     batch: list[_Walked] = []
     batch_bytes = 0
-    for chunk, decode in requests:
-        if batch and (not decode or chunk.total_compressed_size > BATCH_BYTES // 4):
+    for chunk, wanted in requests:
+        if batch and (not wanted or chunk.total_compressed_size > BATCH_BYTES // 4):
             # Finish the batch before a big chunk is read, so the two are never held together.
             yield from _finish_batch(source, footer, batch)
             batch_bytes = 0
-        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, decode))
+        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, wanted))
         if batch and (not walked.decode or batch_bytes + walked.decoded_bytes > BATCH_BYTES
                       or len(batch) == BATCH_CHUNKS):
             yield from _finish_batch(source, footer, batch)

@@ -76,9 +76,15 @@ def glob_root(path: str) -> str:
 
 def list_files(fs: Any, path: str) -> list[str]:
     """The data files below a directory, in path order, as Spark would see them (no hidden)."""
+    return sorted(_visible(fs.find(path, withdirs=False, detail=True), path))
+
+
+def _visible(entries: dict[str, dict], path: str) -> dict[str, dict]:
+    """The files among a listing of `path` that are not hidden below it (Spark's rule)."""
     root = path.rstrip("/") + "/"
-    return sorted(name for name, info in fs.find(path, withdirs=False, detail=True).items()
-                  if info.get("type") != "directory" and not is_hidden(name[len(root):]))
+    return {name: info for name, info in entries.items()
+            if info.get("type") != "directory"
+            and not is_hidden(name[len(root):] if name.startswith(root) else posixpath.basename(name))}
 
 
 def table_format(fs: Any, path: str) -> str | None:
@@ -139,10 +145,7 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None
         raise StorageError("input does not exist", path=like) from None
     base = (glob_base if glob_base else path).rstrip("/") + "/"
     out = []
-    for name, info in entries.items():
-        below = name[len(path.rstrip("/")) + 1:] if name.startswith(path.rstrip("/") + "/") else posixpath.basename(name)
-        if is_hidden(below) or info.get("type") == "directory":
-            continue
+    for name, info in _visible(entries, path).items():
         relative = name[len(base):] if name.startswith(base) else posixpath.basename(name)
         out.append(InputFile(_with_protocol(fs, name, like), int(info["size"]), relative))
     return out, _formats_below(path.rstrip("/"), list(entries))

@@ -10,13 +10,13 @@ import numpy as np
 
 from .bounds import comparable
 from .column_order import Kind, Order
-from .errors import MalformedFileError, PageIndexError, ThriftTruncatedError
+from .errors import MalformedFileError
 from .footer import ChunkMeta
 from .index_builder import Bounds, boundary_order
-from .page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, ChunkPages, page_from_header
+from .page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, ChunkPages, decode_page_header
 from .schema import PT
 from .storage import Source
-from .thrift import Field, Struct, T, TList, decode_struct
+from .thrift import Field, Struct, T, TList
 from .truncation import truncate_max, truncate_min
 
 HEADER_WINDOW = 4 << 10
@@ -59,27 +59,11 @@ def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
     window, window_start = b"", pos
     declared_end = min(chunk.start + chunk.total_compressed_size, limit)
     while values < chunk.num_values:
-        if pos >= limit:
-            raise MalformedFileError("chunk ends before all its values were read", offset=pos)
-        size = HEADER_WINDOW
-        while True:
-            if not window_start <= pos < window_start + len(window):
-                # Windows stop at the chunk's declared end, unless a header runs past it.
-                end = declared_end if pos + 16 <= declared_end and size == HEADER_WINDOW else limit
-                window, window_start = source.read(pos, min(size, end - pos), "header"), pos
-            try:
-                header, end = decode_struct(window, pos - window_start)
-                break
-            except ThriftTruncatedError:
-                if window_start + len(window) >= limit:
-                    raise MalformedFileError("page header runs past the chunk's region", offset=pos) from None
-                size *= 8
-                window = b""
-            except PageIndexError as err:
-                raise MalformedFileError(f"bad page header: {err.reason}", offset=pos) from None
-        page = page_from_header(header, pos, end - (pos - window_start))
-        if page.offset + page.size > limit:
-            raise MalformedFileError("page runs past the chunk's region", offset=page.offset)
+        if pos < limit and not window_start <= pos < window_start + len(window):
+            # Windows stop at the chunk's declared end; a header cut off there is read on.
+            end = declared_end if pos + 16 <= declared_end else limit
+            window, window_start = source.read(pos, min(HEADER_WINDOW, end - pos), "header"), pos
+        page, header, window = decode_page_header(source, window, window_start, pos, limit, "header")
         if page.kind == DICTIONARY_PAGE:
             dictionary = page
         elif page.kind in (DATA_PAGE, DATA_PAGE_V2):

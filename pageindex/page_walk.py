@@ -112,7 +112,7 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
     dictionary: Page | None = None
     pages: list[Page] = []
     while values < chunk.num_values:
-        page, data = _next_page(source, data, start, pos, limit)
+        page, _, data = decode_page_header(source, data, start, start + pos, limit)
         end = pos + page.size
         if end > len(data):
             data = data + source.read(start + len(data), end - len(data))
@@ -135,33 +135,33 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
                       too_small)
 
 
-def _next_page(
-    source: Source, data: bytes, start: int, pos: int, limit: int
-) -> tuple[Page, bytes]:
-    """Decode the header at data[pos], reading further bytes if the header runs past them."""
-    window = 1 << 16
+def decode_page_header(source: Source, buf: bytes, buf_start: int, offset: int, limit: int,
+                       purpose: str = "data") -> tuple[Page, Struct, bytes]:
+    """The page whose header starts at file `offset`, decoded from `buf` (the file's bytes from
+    `buf_start`), which grows by further reads (4x larger each time, never past `limit`) while
+    the header is cut off. Returns the page, its header and the (maybe longer) buffer."""
+    if offset >= limit:
+        raise MalformedFileError("chunk ends before all its values were read", offset=offset)
+    pos = offset - buf_start
+    more = 1 << 16
     while True:
-        if pos >= len(data) and start + len(data) >= limit:
-            raise MalformedFileError("chunk ends before all its values were read",
-                                     offset=start + pos)
         try:
-            header, end = decode_struct(data, pos)
+            header, end = decode_struct(buf, pos)
             break
         except ThriftTruncatedError:
-            if start + len(data) >= limit:
+            if buf_start + len(buf) >= limit:
                 raise MalformedFileError("page header runs past the chunk's region",
-                                         offset=start + pos) from None
-            more = min(window, limit - start - len(data))
-            data = data + source.read(start + len(data), more)
-            window *= 4
+                                         offset=offset) from None
+            buf = buf + source.read(buf_start + len(buf), min(more, limit - buf_start - len(buf)), purpose)
+            more *= 4
         except PageIndexError as err:
-            raise MalformedFileError(f"bad page header: {err.reason}", offset=start + pos) from None
-    page = page_from_header(header, start + pos, end - pos)
+            raise MalformedFileError(f"bad page header: {err.reason}", offset=offset) from None
+    page = page_from_header(header, offset, end - pos)
     if page.offset + page.size > limit:
         raise MalformedFileError(
             f"page of {page.compressed_size} bytes runs past the chunk's region", offset=page.offset
         )
-    return page, data
+    return page, header, buf
 
 
 def read_page_header(buf: bytes, pos: int, file_offset: int) -> Page:
