@@ -94,7 +94,6 @@ class PendingCommit:
 
     def __init__(self, source: Source, prefix_length: int, dst: str, dst_fs: Any) -> None:
         self.source, self.prefix_length, self.dst, self.dst_fs = source, prefix_length, dst, dst_fs
-        self.in_place = dst == source.path and dst_fs is source.fs
 
     def finish(self, tail: bytes) -> None:
         if is_s3(self.dst_fs) and is_s3(self.source.fs):
@@ -112,6 +111,7 @@ class _LocalCommit(PendingCommit):
 
     def __init__(self, source: Source, prefix_length: int, dst: str, dst_fs: Any) -> None:
         super().__init__(source, prefix_length, dst, dst_fs)
+        self.in_place = dst == source.path and dst_fs is source.fs
         self.parent = os.path.dirname(os.path.abspath(dst))
         self.created_dirs = _make_dirs(self.parent)
         self.tmp = temp_name(dst)

@@ -12,7 +12,7 @@ from . import __version__
 from . import page_stats
 from .chunk_scan import ChunkScan, needs_values, release_memory, scan_chunks
 from .column_order import Order, order_for
-from .commit import PendingCommit, begin_commit, clean_stale_temporaries
+from .commit import begin_commit, clean_stale_temporaries
 from .errors import ConcurrentModificationError, EncryptedFileError, NotParquetError, PageIndexError
 from .footer import ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
@@ -126,15 +126,14 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                               marker_value(__version__, truncate_length, trust_page_stats))
             if pending is not None:
                 pending.finish(tail)
-        except PageIndexError as err:
-            _abort(pending)
+        except BaseException as err:
+            if pending is not None:
+                pending.abort()
             # Bytes that stop making sense mid-run may be another writer's, not corruption.
-            if not isinstance(err, ConcurrentModificationError) and _changed(source):
+            if isinstance(err, PageIndexError) and not isinstance(err, ConcurrentModificationError) \
+                    and _changed(source):
                 raise ConcurrentModificationError(
                     "file changed while it was processed; not overwritten", path=source.path) from err
-            raise
-        except BaseException:
-            _abort(pending)
             raise
         return RetrofitResult(src, None if dry_run else dst or src,
                               "dry_run" if dry_run else "indexed", source.size,
@@ -147,11 +146,6 @@ def _changed(source: Source) -> bool:
         return current_version(source) != source.version
     except PageIndexError:
         return False  # cannot tell: the original error is the one to report
-
-
-def _abort(pending: PendingCommit | None) -> None:
-    if pending is not None:
-        pending.abort()
 
 
 def compute_indexes(source: Source, footer: Footer, truncate_length: int,
