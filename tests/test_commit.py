@@ -1,8 +1,10 @@
 """pageindex.commit: atomic local replace, temp-file hygiene, concurrent modification detection."""
 from __future__ import annotations
 
+import importlib
 import os
 import stat
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +61,6 @@ def test_in_place_atomic_replace(src, monkeypatch):
 def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, monkeypatch, in_place):
     """The local commit overlaps the decoding: by the time the indexes are computed, the prefix
     already sits in the temporary file and has been flushed (fdatasync) in the background."""
-    import importlib
-    import threading
-
     retrofit_mod = importlib.import_module("pageindex.retrofit")
     if not hasattr(os, "copy_file_range"):
         pytest.skip("no os.copy_file_range on this platform")
