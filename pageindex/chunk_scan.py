@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Iterable, Iterator, TypeVar
 
 import pyarrow as pa
@@ -151,8 +152,8 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
         w = batch.pop()
         file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
         del w
-        array = _located(source, walked[0].chunk, lambda: decode(
-            file, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))
+        array = _located(source, walked[0].chunk, partial(
+            decode, file, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))
         del file
         scan = _located(source, walked[0].chunk, lambda: _finish(walked[0], array))
         del array  # the caller frees the chunk's memory while this generator waits here

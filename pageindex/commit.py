@@ -23,10 +23,24 @@ COPY_BLOCK = 8 << 20
 TEMP_TAG = ".pageindex-tmp-"
 
 
+# The longest directory entry ext4, XFS, btrfs and tmpfs allow, in bytes.
+NAME_MAX = 255
+_UNIQUE_HEX = 32
+
+
+def temp_prefix(name: str) -> str:
+    """What every temporary for the file `name` starts with (hidden, so dataset readers skip it).
+    A long name is cut so that prefix + a unique suffix still fits in one directory entry."""
+    room = NAME_MAX - len(TEMP_TAG) - 1 - _UNIQUE_HEX
+    while len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return f".{name}{TEMP_TAG}"
+
+
 def temp_name(path: str) -> str:
-    """A unique hidden sibling of `path` (hidden so dataset readers skip it)."""
+    """A unique temporary sibling of `path`."""
     head, name = os.path.split(path)
-    return os.path.join(head, f".{name}{TEMP_TAG}{uuid.uuid4().hex}")
+    return os.path.join(head, temp_prefix(name) + uuid.uuid4().hex)
 
 
 def _copy_prefix(source: Source, out: Any, length: int, stop: threading.Event | None = None) -> None:
@@ -113,9 +127,16 @@ class _LocalCommit(PendingCommit):
         super().__init__(source, prefix_length, dst, dst_fs)
         self.in_place = dst == source.path and dst_fs is source.fs
         self.parent = os.path.dirname(os.path.abspath(dst))
-        self.created_dirs = _make_dirs(self.parent)
         self.tmp = temp_name(dst)
-        self.out = open(self.tmp, "wb")
+        with storage_errors("create the temporary file", dst):
+            if len(os.fsencode(os.path.basename(dst))) > NAME_MAX:
+                raise OSError(errno.ENAMETOOLONG, f"file name longer than {NAME_MAX} bytes")
+            self.created_dirs = _make_dirs(self.parent)
+            try:
+                self.out = open(self.tmp, "wb")
+            except BaseException:
+                _remove_dirs(self.created_dirs)
+                raise
         self.tmp_inode = os.fstat(self.out.fileno()).st_ino
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -181,11 +202,7 @@ class _LocalCommit(PendingCommit):
         # Only our own file: after a swap back in a three-way race the name may hold another's.
         if os.path.exists(self.tmp) and os.lstat(self.tmp).st_ino == self.tmp_inode:
             os.unlink(self.tmp)
-        for directory in self.created_dirs:
-            try:
-                os.rmdir(directory)
-            except OSError:
-                break  # not empty: someone else put something there
+        _remove_dirs(self.created_dirs)
 
 
 def begin_commit(source: Source, prefix_length: int, dst: str, dst_fs: Any) -> PendingCommit:
@@ -205,8 +222,24 @@ def _make_dirs(path: str) -> list[str]:
     while not os.path.isdir(probe):
         missing.append(probe)
         probe = os.path.dirname(probe)
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except BaseException:
+        _remove_dirs(missing)
+        raise
     return missing
+
+
+def _remove_dirs(created: list[str]) -> None:
+    """Remove the directories `_make_dirs` created, deepest first, up to one that is not empty
+    (someone else put something there)."""
+    for directory in created:
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            break
 
 
 def _drop_stale_checksum(path: str) -> None:
@@ -309,11 +342,19 @@ def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
                 removed += 1
         return removed
     head, name = posixpath.split(path)
-    for candidate in fs.glob(posixpath.join(head, f".{name}{TEMP_TAG}*")):
+    prefix = temp_prefix(name)
+    try:
+        # Listed, not globbed: a name holding "[" or "*" would be read as a pattern.
+        siblings = fs.ls(head, detail=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for candidate in siblings:
+        if not posixpath.basename(candidate).startswith(prefix):
+            continue
         try:
             info = fs.info(candidate)
             if now - float(info.get("mtime") or now) > older_than:
-                fs.rm(candidate)
+                fs.rm_file(candidate)
                 removed += 1
         except FileNotFoundError:
             continue

@@ -7,6 +7,7 @@ import stat
 import threading
 from pathlib import Path
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -143,6 +144,20 @@ def test_in_place_keeps_file_mode(src):
 def test_temp_names_are_unique():
     names = {commit_mod.temp_name("/x/y.parquet") for _ in range(100)}
     assert len(names) == 100 and all(n.startswith("/x/.y.parquet" + commit_mod.TEMP_TAG) for n in names)
+
+
+@pytest.mark.parametrize("name", ["y" * 247 + ".parquet", "é" * 123 + ".parquet"])
+def test_temp_names_of_long_names_fit_in_a_directory_entry(name):
+    assert len(os.fsencode(name)) <= commit_mod.NAME_MAX
+    tmp = os.path.basename(commit_mod.temp_name(f"/x/{name}"))
+    assert len(os.fsencode(tmp)) <= commit_mod.NAME_MAX
+    assert tmp.startswith(commit_mod.temp_prefix(name)) and commit_mod.TEMP_TAG in tmp
+
+
+def test_destination_with_the_longest_allowed_name(src, tmp_path):
+    dst = tmp_path / "new" / ("n" * 247 + ".parquet")
+    pageindex.retrofit(str(src), str(dst))
+    assert verify(str(dst)).ok and leftovers(dst.parent) == []
 
 
 @pytest.fixture(params=["python", "kernel"])
@@ -290,6 +305,40 @@ def test_destination_directory_created(src, tmp_path):
     assert leftovers(dst.parent) == []
     assert verify(str(dst)).ok
     assert dst.read_bytes()[:1000] == src.read_bytes()[:1000]
+
+
+@pytest.mark.parametrize("dst", ["t.parquet/sub/o.parquet", "new/deeper/" + "n" * 256 + ".parquet"])
+def test_destination_that_cannot_be_created_is_a_storage_error(src, tmp_path, dst):
+    """Under a regular file, or a name longer than a directory entry: a typed error naming the
+    destination, the source untouched, and no directory left behind."""
+    original, before = src.read_bytes(), sorted(tmp_path.rglob("*"))
+    target = src.parent / dst
+    with pytest.raises(StorageError) as err:
+        pageindex.retrofit(str(src), str(target))
+    assert str(target) in str(err.value)
+    assert src.read_bytes() == original
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_directories_created_for_a_temporary_that_cannot_be_opened_are_removed(src, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setattr(commit_mod, "temp_name", lambda dst: os.path.join(tmp_path, "gone", "t"))
+    dst = tmp_path / "a" / "b" / "o.parquet"
+    with pytest.raises(StorageError, match="create the temporary file"):
+        pageindex.retrofit(str(src), str(dst))
+    assert not (tmp_path / "a").exists()
+
+
+def test_stale_temporaries_of_names_that_look_like_patterns(tmp_path):
+    target = tmp_path / "part[1].parquet"
+    stale = tmp_path / (commit_mod.temp_prefix(target.name) + "0" * 32)
+    lookalike = tmp_path / (commit_mod.temp_prefix("part1.parquet") + "1" * 32)
+    for path in (stale, lookalike):
+        path.write_bytes(b"x")
+        os.utime(path, (1e9, 1e9))
+    fs = fsspec.filesystem("file")
+    assert commit_mod.clean_stale_temporaries(fs, str(target), 60) == 1
+    assert not stale.exists() and lookalike.exists()
 
 
 def test_destination_overwritten_atomically(src, tmp_path):
