@@ -15,11 +15,12 @@ import pyarrow as pa
 from .column_order import Order
 from .errors import MalformedFileError, PageIndexError
 from .footer import ChunkMeta, Footer
-from .page_levels import PageLevels, flat_counts, flat_levels, needs_level_decoding, nested_levels
+from .page_levels import PageLevels, ValueSection, flat_counts, flat_levels, needs_level_decoding, nested_levels
 from .page_walk import PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, walk_chunk
 from .schema import PT
 from .storage import Source
-from .values import BIG_CHUNK, bare_path, decode, decode_columns, leaf_values, synthesize, synthesize_chunks
+from .values import (BIG_CHUNK, bare_path, decode, decode_columns, leaf_values, synthesize, synthesize_chunks,
+                     synthesize_values)
 
 T = TypeVar("T")
 
@@ -74,8 +75,8 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
             yield from _finish_batch(source, footer, batch)
             batch_bytes = 0
         walked = _located(source, chunk, lambda: _walk(source, footer, chunk, wanted))
-        if batch and (not walked.decode or batch_bytes + walked.decoded_bytes > BATCH_BYTES
-                      or len(batch) == BATCH_CHUNKS):
+        if batch and (not walked.decode or walked.sections is not None
+                      or batch_bytes + walked.decoded_bytes > BATCH_BYTES or len(batch) == BATCH_CHUNKS):
             yield from _finish_batch(source, footer, batch)
             batch_bytes = 0
         if walked.decode:
@@ -84,6 +85,10 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
         else:
             yield ChunkScan(walked.pages.without_data(), walked.levels, None)
         del walked  # the batch owns the page bytes now; its synthesized file hands them to Arrow
+        if batch and batch[-1].sections is not None:
+            # Values sections make a file of their own: it has a row per defined value.
+            yield from _finish_batch(source, footer, batch)
+            batch_bytes = 0
     yield from _finish_batch(source, footer, batch)
 
 
@@ -99,6 +104,7 @@ class _Walked:
     pages: ChunkPages
     levels: PageLevels
     decode: bool  # values are wanted and can be had (no record split across pages)
+    sections: tuple[ValueSection, ...] | None  # a nested leaf's values, decoded without levels
 
     @property
     def decoded_bytes(self) -> int:
@@ -120,7 +126,7 @@ class _Walked:
         return STRING_BATCH_BYTES if plain_strings else BIG_CHUNK
 
     def without_data(self) -> "_Walked":
-        return replace(self, pages=self.pages.without_data())
+        return replace(self, pages=self.pages.without_data(), sections=None)
 
 
 def _located(source: Source, chunk: ChunkMeta, step: Callable[[], T]) -> T:
@@ -132,12 +138,16 @@ def _located(source: Source, chunk: ChunkMeta, step: Callable[[], T]) -> T:
 
 def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Walked:
     pages = walk_chunk(source, chunk, footer.footer_start)
-    levels = nested_levels(chunk, pages) if needs_level_decoding(chunk) else flat_levels(pages)
+    if needs_level_decoding(chunk):
+        levels, sections = nested_levels(chunk, pages, keep_values=decode)
+    else:
+        levels, sections = flat_levels(pages), None
     rows = int(levels.rows.sum())
     expected = footer.row_group_rows[chunk.row_group]
     if rows != expected:
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
-    return _Walked(chunk, pages, levels, decode and levels.split_record_page is None)
+    decode = decode and levels.split_record_page is None
+    return _Walked(chunk, pages, levels, decode, sections if decode else None)
 
 
 def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Iterator[ChunkScan]:
@@ -150,7 +160,11 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
     created_by = footer.created_by_raw
     if len(batch) == 1:
         w = batch.pop()
-        file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
+        if w.sections is None:
+            file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
+        else:
+            rows = int(w.levels.defined.sum())
+            file = synthesize_values(w.chunk, w.pages, w.sections, created_by)
         del w
         array = _located(source, walked[0].chunk, partial(
             decode, file, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))

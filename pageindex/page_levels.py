@@ -5,6 +5,7 @@ Flat columns get them from page headers and value validity; nested ones decode t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,19 @@ class PageLevels:
     def_histograms: np.ndarray | None  # pages x (max_def + 1)
     rep_histograms: np.ndarray | None  # pages x (max_rep + 1)
     split_record_page: int | None  # first page not starting at a row boundary
+
+
+@dataclass(frozen=True)
+class ValueSection:
+    """A data page's values without its levels: what the page would hold for a flat, required
+    leaf. Still compressed with the chunk's codec only where the (v2) page keeps it that way."""
+
+    data: memoryview
+    count: int  # defined values
+    encoding: int
+    compressed: bool  # as a v2 page's header says
+    decompressed: bool  # a v1 page's, decompressed here (levels and values share its compression)
+    uncompressed_size: int
 
 
 def needs_level_decoding(chunk: ChunkMeta) -> bool:
@@ -62,13 +76,17 @@ def flat_counts(levels: PageLevels, array: pa.ChunkedArray, max_def: int) -> Pag
     return PageLevels(levels.rows, nulls, defined, hist, None, None)
 
 
-def nested_levels(chunk: ChunkMeta, pages: ChunkPages) -> PageLevels:
-    """Decode each page's levels to count rows, nulls and defined values exactly."""
+def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
+                  ) -> tuple[PageLevels, tuple[ValueSection, ...] | None]:
+    """Decode each page's levels to count rows, nulls and defined values exactly; with
+    `keep_values`, also hand back each page's values section (v1 pages are decompressed once
+    here, so the values need not be decompressed again)."""
     leaf = chunk.leaf
     rows, nulls, defined, def_h, rep_h = [], [], [], [], []
+    sections: list[ValueSection] = []
     split = None
     for i, page in enumerate(pages.pages):
-        rep, dfn = _page_levels(chunk, pages, page)
+        rep, dfn, values = _page_levels(chunk, pages, page)
         if leaf.max_rep > 0:
             starts = int(np.count_nonzero(rep == 0))
             if page.num_values and rep[0] != 0:
@@ -90,8 +108,10 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages) -> PageLevels:
         nulls.append(page.num_values - full)
         def_h.append(np.bincount(dfn, minlength=leaf.max_def + 1)[: leaf.max_def + 1])
         rep_h.append(np.bincount(rep, minlength=leaf.max_rep + 1)[: leaf.max_rep + 1])
+        if keep_values:
+            sections.append(values(full))
     n = len(pages.pages)
-    return PageLevels(
+    levels = PageLevels(
         np.array(rows, dtype=np.int64),
         np.array(nulls, dtype=np.int64),
         np.array(defined, dtype=np.int64),
@@ -99,24 +119,28 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages) -> PageLevels:
         np.array(rep_h, dtype=np.int64).reshape(n, leaf.max_rep + 1) if leaf.max_rep else None,
         split,
     )
+    return levels, tuple(sections) if keep_values else None
 
 
-def _page_levels(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> tuple[np.ndarray, np.ndarray]:
-    leaf, count = chunk.leaf, page.num_values
+def _page_levels(chunk: ChunkMeta, pages: ChunkPages, page: Page
+                 ) -> tuple[np.ndarray, np.ndarray, Callable[[int], ValueSection]]:
+    """The page's repetition and definition levels, and how to make its values section once
+    the number of defined values is known."""
+    leaf, count, encoding = chunk.leaf, page.num_values, page.value_encoding
     try:
         if page.kind == DATA_PAGE_V2:
             body = pages.body(page)
+            levels_end = page.rep_levels_size + page.def_levels_size
             rep = read_v2_levels(body[: page.rep_levels_size], leaf.max_rep, count)
-            dfn = read_v2_levels(
-                body[page.rep_levels_size : page.rep_levels_size + page.def_levels_size],
-                leaf.max_def, count,
-            )
-            return rep, dfn
-        body = decompress(chunk.codec, pages.body(page), page.uncompressed_size)
+            dfn = read_v2_levels(body[page.rep_levels_size : levels_end], leaf.max_def, count)
+            return rep, dfn, lambda defined: ValueSection(
+                body[levels_end:], defined, encoding, page.is_compressed, False,
+                page.uncompressed_size - levels_end)
+        body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
         header = page.header.get(PH.DATA_V1)
         rep, pos = _v1_reader(header.get(PH.V1_REP_ENCODING))(body, 0, leaf.max_rep, count)
-        dfn, _ = _v1_reader(header.get(PH.V1_DEF_ENCODING))(body, pos, leaf.max_def, count)
-        return rep, dfn
+        dfn, end = _v1_reader(header.get(PH.V1_DEF_ENCODING))(body, pos, leaf.max_def, count)
+        return rep, dfn, lambda defined: ValueSection(body[end:], defined, encoding, False, True, len(body) - end)
     except MalformedFileError as err:
         raise err.located(offset=page.offset) from None
 

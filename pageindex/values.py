@@ -13,9 +13,11 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .compression import decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
-from .page_walk import ChunkPages
+from .page_levels import ValueSection
+from .page_walk import DATA_PAGE_V2, PH, PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, Page
 from .schema import SE
 from .thrift import Field, Struct, T, TList, encode_struct
 
@@ -96,31 +98,115 @@ def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[Chunk
                num_rows: int, created_by: bytes | None) -> Synthesized:
     """A complete Parquet file with one row group holding these chunks' bytes, under a schema of
     top-level fields each given as its depth-first elements (the root is added)."""
-    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, len(fields))))
-    elements = [e for f in fields for e in f]
     body, chunk_structs = [], []
     pos = len(_MAGIC)
     for chunk, pages in columns:
         shift = pos - pages.start
-        first_data = pages.pages[0].offset if pages.pages else pages.start
-        meta = [
-            Field(1, T.I32, chunk.leaf.physical_type),
-            Field(2, T.LIST, TList(T.I32, (0,))),
-            Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in chunk.leaf.path))),
-            Field(4, T.I32, chunk.codec),
-            Field(5, T.I64, sum(p.num_values for p in pages.pages)),
-            Field(6, T.I64, sum(p.header_size + p.uncompressed_size for p in pages.pages)),
-            Field(7, T.I64, len(pages.data)),
-            Field(9, T.I64, first_data + shift),
-        ]
-        if pages.dictionary is not None:
-            meta.append(Field(11, T.I64, pages.dictionary.offset + shift))
-        chunk_structs.append(Struct((Field(2, T.I64, pos), Field(3, T.STRUCT, Struct(tuple(meta))))))
+        chunk_structs.append(_column_chunk(
+            chunk.leaf.physical_type, chunk.leaf.path, chunk.codec, pos,
+            num_values=sum(p.num_values for p in pages.pages),
+            uncompressed=sum(p.header_size + p.uncompressed_size for p in pages.pages),
+            compressed=len(pages.data),
+            data_offset=(pages.pages[0].offset if pages.pages else pages.start) + shift,
+            dictionary_offset=None if pages.dictionary is None else pages.dictionary.offset + shift))
         body.append(pages.data)
         pos += len(pages.data)
+    return _file(len(fields), [e for f in fields for e in f], chunk_structs, body, num_rows, created_by)
+
+
+def synthesize_values(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[ValueSection],
+                      created_by: bytes | None) -> Synthesized:
+    """A file whose single column is the chunk's leaf as a flat, required field: its dictionary
+    page, then each data page's values section under a v2 header without levels. Arrow then
+    decodes the defined values alone, with no levels to read and no lists to assemble."""
+    leaf = _bare_element(chunk.leaf.ancestry[-1], True)
+    leaf = Struct(tuple(Field(f.id, f.type, _REQUIRED) if f.id == SE.REPETITION else
+                        Field(f.id, f.type, _FLAT_NAME) if f.id == SE.NAME else f for f in leaf.fields))
+    # Sections of v2 pages keep the chunk's codec and their is_compressed, so Arrow applies the
+    # same writer workarounds as to the original (some writers set it false and compressed anyway).
+    # Sections of v1 pages come decompressed: their file is uncompressed throughout. (A chunk
+    # mixing v1 and v2 pages, which no known writer makes, keeps its codec: v1 sections then
+    # say is_compressed=false.)
+    codec = _UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
+    body: list[bytes | memoryview] = []
+    if pages.dictionary is not None:
+        # A copy, so that the chunk's compressed bytes need not stay alive for this page alone.
+        body.append(bytes(pages.raw(pages.dictionary)) if codec == chunk.codec
+                    else _decompressed_page(chunk, pages, pages.dictionary))
+    data_offset = len(_MAGIC) + sum(len(b) for b in body)
+    dictionary = pages.dictionary
+    uncompressed = 0 if dictionary is None else dictionary.header_size + dictionary.uncompressed_size
+    # Pages without a defined value are left out: Arrow takes a page of no values for the end.
+    for section in (s for s in sections if s.count):
+        header = _v2_header(section)
+        body += (header, section.data)
+        uncompressed += len(header) + section.uncompressed_size
+    compressed = sum(len(b) for b in body)
+    column = _column_chunk(
+        chunk.leaf.physical_type, (_FLAT_NAME.decode(),), codec, len(_MAGIC),
+        num_values=sum(s.count for s in sections), uncompressed=uncompressed, compressed=compressed,
+        data_offset=data_offset, dictionary_offset=len(_MAGIC) if pages.dictionary is not None else None)
+    return _file(1, [leaf], [column], body, sum(s.count for s in sections), created_by)
+
+
+_REQUIRED = 0
+_UNCOMPRESSED = 0
+_FLAT_NAME = b"c"
+
+
+def _decompressed_page(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> bytes:
+    """The page with its body decompressed and its header saying so (its CRC, of the compressed
+    body, dropped)."""
+    body = decompress(chunk.codec, pages.body(page), page.uncompressed_size)
+    header = Struct(tuple(Field(f.id, f.type, len(body)) if f.id == PH.COMPRESSED else f
+                          for f in page.header.fields if f.id != PH.CRC))
+    return encode_struct(header) + body
+
+
+def _v2_header(section: ValueSection) -> bytes:
+    v2 = Struct((
+        Field(1, T.I32, section.count),
+        Field(2, T.I32, 0),
+        Field(3, T.I32, section.count),
+        Field(4, T.I32, RLE_DICTIONARY if section.encoding == PLAIN_DICTIONARY else section.encoding),
+        Field(5, T.I32, 0),
+        Field(6, T.I32, 0),
+        Field(7, T.TRUE, section.compressed),
+    ))
+    return encode_struct(Struct((
+        Field(1, T.I32, DATA_PAGE_V2),
+        Field(2, T.I32, section.uncompressed_size),
+        Field(3, T.I32, len(section.data)),
+        Field(8, T.STRUCT, v2),
+    )))
+
+
+def _column_chunk(physical_type: int, path: Sequence[str], codec: int, pos: int, *, num_values: int,
+                  uncompressed: int, compressed: int, data_offset: int,
+                  dictionary_offset: int | None) -> Struct:
+    meta = [
+        Field(1, T.I32, physical_type),
+        Field(2, T.LIST, TList(T.I32, (0,))),
+        Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in path))),
+        Field(4, T.I32, codec),
+        Field(5, T.I64, num_values),
+        Field(6, T.I64, uncompressed),
+        Field(7, T.I64, compressed),
+        Field(9, T.I64, data_offset),
+    ]
+    if dictionary_offset is not None:
+        meta.append(Field(11, T.I64, dictionary_offset))
+    return Struct((Field(2, T.I64, pos), Field(3, T.STRUCT, Struct(tuple(meta)))))
+
+
+def _file(top_level: int, elements: Sequence[Struct], chunk_structs: Sequence[Struct],
+          body: Sequence[bytes | memoryview], num_rows: int, created_by: bytes | None) -> Synthesized:
+    """Magic, the body's buffers and a footer describing one row group of these chunks, under
+    `top_level` fields given depth-first as `elements`."""
+    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, top_level)))
     row_group = Struct((
         Field(1, T.LIST, TList(T.STRUCT, tuple(chunk_structs))),
-        Field(2, T.I64, pos - len(_MAGIC)),
+        Field(2, T.I64, sum(len(b) for b in body)),
         Field(3, T.I64, num_rows),
     ))
     file_meta = [
@@ -214,23 +300,18 @@ def _decode_in_batches(reader: pq.ParquetFile, batch_rows: int) -> pa.ChunkedArr
 
 
 def leaf_values(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The defined (non-null) leaf values of a possibly nested column, in file order."""
+    """The defined (non-null) leaf values of a flat leaf, which may sit in required structs
+    (repeated leaves and optional groups are read from their values sections instead)."""
     return pa.chunked_array([_leaf(chunk) for chunk in column.chunks], type=_leaf_type(column.type))
 
 
 def _leaf_type(t: pa.DataType) -> pa.DataType:
-    while pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        t = t.field(0).type if pa.types.is_struct(t) else t.value_type
+    while pa.types.is_struct(t):
+        t = t.field(0).type
     return t
 
 
 def _leaf(array: pa.Array) -> pa.Array:
-    while True:
-        t = array.type
-        if pa.types.is_struct(t):
-            array = array.flatten()[0]
-        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            array = array.flatten()
-        else:
-            break
+    while pa.types.is_struct(array.type):
+        array = array.flatten()[0]
     return array.drop_null() if array.null_count else array

@@ -14,9 +14,11 @@ from pageindex import chunk_scan
 from pageindex.chunk_scan import needs_values, scan_chunk, scan_chunks
 from pageindex.column_order import order_for
 from pageindex.errors import MalformedFileError
+from pageindex.page_levels import needs_level_decoding
 from pageindex.retrofit import read_footer
+from pageindex.schema import PT
 from pageindex.storage import open_source
-from tests.helpers.tables import ALL_KINDS, random_table
+from tests.helpers.tables import ALL_KINDS, NESTED_KINDS, random_table
 
 
 def _write(path: Path, table: pa.Table, **options) -> Path:
@@ -101,3 +103,53 @@ def test_corrupt_chunk_inside_a_batch_is_named(tmp_path):
         with pytest.raises(MalformedFileError) as caught:
             list(scan_chunks(source, footer, _requests(footer, footer.chunks[0])))
     assert caught.value.column == "c3" and caught.value.row_group == 0
+
+
+def _leaf_reference(path: Path, row_group: int, column: int) -> list:
+    """The column's defined leaf values in file order, as pyarrow reads them from the file."""
+    reader = pq.ParquetFile(path)
+    dotted = reader.metadata.schema.column(column).path
+    array = reader.read_row_group(row_group, columns=[dotted]).column(0).combine_chunks()
+    while True:
+        t = array.type
+        if pa.types.is_struct(t):
+            array = array.flatten()[0]
+        elif pa.types.is_map(t):
+            array = array.keys if dotted.endswith(".key") else array.items
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            array = array.flatten()
+        else:
+            return array.drop_null().to_pylist()
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("compression,dictionary", [("snappy", True), ("zstd", False), ("none", True)])
+def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, version, compression,
+                                                         dictionary):
+    """A nested leaf's values are decoded from its pages' values sections alone (no levels, no
+    lists), and are the values pyarrow reads from the file."""
+    path = _write(tmp_path / "n.parquet", random_table(7, 3000, kinds=NESTED_KINDS),
+                  data_page_version=version, compression=compression, use_dictionary=dictionary,
+                  data_page_size=256, write_batch_size=50)  # small pages: some hold no defined value
+    flat_reads = []
+    original = chunk_scan.synthesize_values
+    monkeypatch.setattr(chunk_scan, "synthesize_values",
+                        lambda chunk, *a: flat_reads.append(chunk.leaf.dotted) or original(chunk, *a))
+    nested = 0
+    with open_source(str(path)) as source:
+        footer = read_footer(source)
+        for row in footer.chunks:
+            for chunk, scan in zip(row, scan_chunks(source, footer, _requests(footer, row))):
+                if not needs_level_decoding(chunk) or scan.values is None:
+                    continue
+                nested += 1
+                values = scan.values
+                if pa.types.is_dictionary(values.type):
+                    values = values.cast(values.type.value_type)
+                got = values.to_pylist()
+                if chunk.leaf.physical_type == PT.BYTE_ARRAY:
+                    got = [v if isinstance(v, bytes) else v.encode() for v in got]
+                want = _leaf_reference(path, chunk.row_group, chunk.column)
+                want = [v.encode() if isinstance(v, str) else v for v in want]
+                assert got == want, chunk.leaf.dotted
+    assert nested and len(flat_reads) == nested
