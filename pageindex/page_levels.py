@@ -5,7 +5,6 @@ Flat columns get them from page headers and value validity; nested ones decode t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -86,7 +85,7 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
     sections: list[ValueSection] = []
     split = None
     for i, page in enumerate(pages.pages):
-        rep, dfn, values = _page_levels(chunk, pages, page)
+        rep, def_hist, section = _page_levels(chunk, pages, page)
         if leaf.max_rep > 0:
             starts = int(np.count_nonzero(rep == 0))
             if page.num_values and rep[0] != 0:
@@ -102,14 +101,13 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
                 )
         else:
             starts = page.num_values
-        full = int(np.count_nonzero(dfn == leaf.max_def))
         rows.append(starts)
-        defined.append(full)
-        nulls.append(page.num_values - full)
-        def_h.append(np.bincount(dfn, minlength=leaf.max_def + 1)[: leaf.max_def + 1])
+        defined.append(section.count)
+        nulls.append(page.num_values - section.count)
+        def_h.append(def_hist)
         rep_h.append(np.bincount(rep, minlength=leaf.max_rep + 1)[: leaf.max_rep + 1])
         if keep_values:
-            sections.append(values(full))
+            sections.append(section)
     n = len(pages.pages)
     levels = PageLevels(
         np.array(rows, dtype=np.int64),
@@ -123,26 +121,29 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
 
 
 def _page_levels(chunk: ChunkMeta, pages: ChunkPages, page: Page
-                 ) -> tuple[np.ndarray, np.ndarray, Callable[[int], ValueSection]]:
-    """The page's repetition and definition levels, and how to make its values section once
-    the number of defined values is known."""
-    leaf, count, encoding = chunk.leaf, page.num_values, page.value_encoding
+                 ) -> tuple[np.ndarray, np.ndarray, ValueSection]:
+    """The page's repetition levels, its definition-level histogram and its values section
+    (whose count, the defined values, is the histogram's top bin)."""
+    leaf, count = chunk.leaf, page.num_values
     try:
         if page.kind == DATA_PAGE_V2:
             body = pages.body(page)
-            levels_end = page.rep_levels_size + page.def_levels_size
+            end = page.rep_levels_size + page.def_levels_size
             rep = read_v2_levels(body[: page.rep_levels_size], leaf.max_rep, count)
-            dfn = read_v2_levels(body[page.rep_levels_size : levels_end], leaf.max_def, count)
-            return rep, dfn, lambda defined: ValueSection(
-                body[levels_end:], defined, encoding, page.is_compressed, False,
-                page.uncompressed_size - levels_end)
-        body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
-        header = page.header.get(PH.DATA_V1)
-        rep, pos = _v1_reader(header.get(PH.V1_REP_ENCODING))(body, 0, leaf.max_rep, count)
-        dfn, end = _v1_reader(header.get(PH.V1_DEF_ENCODING))(body, pos, leaf.max_def, count)
-        return rep, dfn, lambda defined: ValueSection(body[end:], defined, encoding, False, True, len(body) - end)
+            dfn = read_v2_levels(body[page.rep_levels_size : end], leaf.max_def, count)
+            compressed, decompressed, size = page.is_compressed, False, page.uncompressed_size - end
+        else:
+            body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
+            header = page.header.get(PH.DATA_V1)
+            rep, pos = _v1_reader(header.get(PH.V1_REP_ENCODING))(body, 0, leaf.max_rep, count)
+            dfn, end = _v1_reader(header.get(PH.V1_DEF_ENCODING))(body, pos, leaf.max_def, count)
+            compressed, decompressed, size = False, True, len(body) - end
     except MalformedFileError as err:
         raise err.located(offset=page.offset) from None
+    def_hist = np.bincount(dfn, minlength=leaf.max_def + 1)[: leaf.max_def + 1]
+    section = ValueSection(body[end:], int(def_hist[leaf.max_def]), page.value_encoding, compressed,
+                           decompressed, size)
+    return rep, def_hist, section
 
 
 def _v1_reader(encoding: object):

@@ -128,25 +128,25 @@ def synthesize_values(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[Va
     # mixing v1 and v2 pages, which no known writer makes, keeps its codec: v1 sections then
     # say is_compressed=false.)
     codec = _UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
-    body: list[bytes | memoryview] = []
-    if pages.dictionary is not None:
-        # A copy, so that the chunk's compressed bytes need not stay alive for this page alone.
-        body.append(bytes(pages.raw(pages.dictionary)) if codec == chunk.codec
-                    else _decompressed_page(chunk, pages, pages.dictionary))
-    data_offset = len(_MAGIC) + sum(len(b) for b in body)
     dictionary = pages.dictionary
+    body: list[bytes | memoryview] = []
+    if dictionary is not None:
+        # A copy, so that the chunk's compressed bytes need not stay alive for this page alone.
+        body.append(bytes(pages.raw(dictionary)) if codec == chunk.codec
+                    else _decompressed_page(chunk, pages, dictionary))
+    data_offset = len(_MAGIC) + sum(len(b) for b in body)
     uncompressed = 0 if dictionary is None else dictionary.header_size + dictionary.uncompressed_size
     # Pages without a defined value are left out: Arrow takes a page of no values for the end.
     for section in (s for s in sections if s.count):
         header = _v2_header(section)
         body += (header, section.data)
         uncompressed += len(header) + section.uncompressed_size
-    compressed = sum(len(b) for b in body)
+    values = sum(s.count for s in sections)
     column = _column_chunk(
         chunk.leaf.physical_type, (_FLAT_NAME.decode(),), codec, len(_MAGIC),
-        num_values=sum(s.count for s in sections), uncompressed=uncompressed, compressed=compressed,
-        data_offset=data_offset, dictionary_offset=len(_MAGIC) if pages.dictionary is not None else None)
-    return _file(1, [leaf], [column], body, sum(s.count for s in sections), created_by)
+        num_values=values, uncompressed=uncompressed, compressed=sum(len(b) for b in body),
+        data_offset=data_offset, dictionary_offset=None if dictionary is None else len(_MAGIC))
+    return _file(1, [leaf], [column], body, values, created_by)
 
 
 _REQUIRED = 0
@@ -168,6 +168,7 @@ def _v2_header(section: ValueSection) -> bytes:
         Field(1, T.I32, section.count),
         Field(2, T.I32, 0),
         Field(3, T.I32, section.count),
+        # PLAIN_DICTIONARY is v1's name for the same dictionary-index encoding.
         Field(4, T.I32, RLE_DICTIONARY if section.encoding == PLAIN_DICTIONARY else section.encoding),
         Field(5, T.I32, 0),
         Field(6, T.I32, 0),
