@@ -4,8 +4,6 @@ The shared first half of retrofit and verify: everything that is learned by read
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -19,25 +17,10 @@ from .page_levels import PageLevels, ValueSection, flat_counts, flat_levels, nee
 from .page_walk import PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, walk_chunk
 from .schema import PT
 from .storage import Source
-from .values import (BIG_CHUNK, bare_path, decode, decode_columns, leaf_values, synthesize, synthesize_chunks,
-                     synthesize_values)
+from .values import (BIG_CHUNK, bare_path, decode, decode_columns, decode_sections, leaf_values, sections_head,
+                     synthesize, synthesize_chunks)
 
 T = TypeVar("T")
-
-# Page bytes are Python bytes objects from glibc's heap, which keeps freed space unless trimmed.
-try:
-    _MALLOC_TRIM: Callable[[int], int] | None = ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
-except (OSError, AttributeError, TypeError):
-    _MALLOC_TRIM = None
-TRIM_AFTER_BYTES = 1 << 20
-
-
-def release_memory(chunk: ChunkMeta) -> None:
-    """Hand a finished chunk's freed memory back to the OS: Arrow's pool always; the C heap
-    after chunks big enough to leave holes there (so peak memory stays one chunk's worth)."""
-    pa.default_memory_pool().release_unused()
-    if _MALLOC_TRIM is not None and chunk.total_compressed_size >= TRIM_AFTER_BYTES:
-        _MALLOC_TRIM(0)
 
 
 @dataclass(frozen=True)
@@ -159,17 +142,24 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
     rows = footer.row_group_rows[walked[0].chunk.row_group]
     created_by = footer.created_by_raw
     if len(batch) == 1:
-        w = batch.pop()
+        w, first = batch.pop(), walked[0]
         if w.sections is None:
-            file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
+            pages = w.pages.stored(source) if _stream(source, w) else w.pages
+            file = synthesize([bare_path(w.chunk)], [(w.chunk, pages)], rows, created_by)
+            del pages
+            del w
+            step = partial(decode, file, rows, first.decoded_bytes, first.as_dictionary, first.batch_bytes)
+            del file
         else:
-            rows = int(w.levels.defined.sum())
-            file = synthesize_values(w.chunk, w.pages, w.sections, created_by)
-        del w
-        array = _located(source, walked[0].chunk, partial(
-            decode, file, rows, walked[0].decoded_bytes, walked[0].as_dictionary, walked[0].batch_bytes))
-        del file
-        scan = _located(source, walked[0].chunk, lambda: _finish(walked[0], array))
+            head = _located(source, first.chunk, partial(sections_head, w.chunk, w.pages, w.sections))
+            sections = list(w.sections)
+            del w
+            step = partial(decode_sections, first.chunk, head, sections, created_by, first.as_dictionary,
+                           first.batch_bytes)
+            del sections  # decode_sections empties the list, freeing each run of sections once decoded
+        array = _located(source, first.chunk, step)
+        del step
+        scan = _located(source, first.chunk, lambda: _finish(first, array))
         del array  # the caller frees the chunk's memory while this generator waits here
         yield scan
         return
@@ -190,6 +180,15 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
             scan = _located(source, w.chunk, lambda: _finish(w, array))
             del array
             yield scan
+
+
+# Local chunks this big are read again from the page cache while Arrow decodes them rather than
+# held: the copy costs less than having the chunk and its decoded values in memory together.
+STREAM_CHUNK_BYTES = 32 << 20
+
+
+def _stream(source: Source, walked: _Walked) -> bool:
+    return source.local and len(walked.pages.data) >= STREAM_CHUNK_BYTES
 
 
 def _finish(walked: _Walked, array: pa.ChunkedArray) -> ChunkScan:

@@ -114,8 +114,43 @@ def boundary_order(bounds: Bounds) -> int:
 
 def page_bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray,
                 truncate_length: int) -> Bounds | Refusal:
+    """Per-page bounds of a chunk's defined values. Values that come in Arrow chunks holding
+    whole pages (as a nested leaf's runs of values sections do) are bounded chunk by chunk:
+    fixed-width values would otherwise be joined into one copy first."""
     if len(values) != int(defined.sum()):
         raise ValueError("value count does not match the defined-level counts")
+    parts = _page_aligned_parts(values, defined)
+    if parts is None:
+        return _bounds(leaf, order, values, defined, truncate_length)
+    found = []
+    for part, part_defined in parts:
+        bounds = _bounds(leaf, order, pa.chunked_array([part], type=values.type), part_defined, truncate_length)
+        if isinstance(bounds, Refusal):
+            return bounds
+        found.append(bounds)
+    return Bounds(*(sum((getattr(b, f) for b in found), ()) for f in ("mins", "maxs", "keys_min", "keys_max")),
+                  None if found[0].nan_counts is None else sum((b.nan_counts for b in found), ()))
+
+
+def _page_aligned_parts(values: pa.ChunkedArray, defined: np.ndarray
+                        ) -> list[tuple[pa.Array, np.ndarray]] | None:
+    """Each Arrow chunk with the defined counts of the pages it holds, if there are several
+    chunks and every one ends where a page does (empty pages go with the chunk before them)."""
+    if values.num_chunks < 2:
+        return None
+    ends = np.cumsum(defined)
+    parts, first = [], 0
+    for end, chunk in zip(np.cumsum([len(c) for c in values.chunks]).tolist(), values.chunks):
+        last = int(np.searchsorted(ends, end, side="right"))
+        if (int(ends[last - 1]) if last else 0) != end:
+            return None
+        parts.append((chunk, defined[first:last]))
+        first = last
+    return parts
+
+
+def _bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray,
+            truncate_length: int) -> Bounds | Refusal:
     kind = order.kind
     if pa.types.is_dictionary(values.type) and kind is not Kind.BYTES:
         values = values.cast(values.type.value_type)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from .errors import MalformedFileError, PageIndexError, ThriftTruncatedError
 from .footer import ChunkMeta
-from .storage import Source
+from .storage import Source, StoredRange
 from .thrift import Struct, decode_struct
 
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
@@ -68,7 +68,7 @@ class ChunkPages:
     """A chunk's bytes and the pages found in them."""
 
     start: int  # absolute file offset of `data[0]`
-    data: bytes
+    data: bytes | StoredRange  # a StoredRange once the bytes are left on storage (see `stored`)
     dictionary: Page | None
     pages: tuple[Page, ...]  # data pages in file order
     metadata_too_small: bool  # pages ran past total_compressed_size (writer quirk)
@@ -80,6 +80,11 @@ class ChunkPages:
     def without_data(self) -> "ChunkPages":
         """The page list alone, once the bytes have been handed on (frees them early)."""
         return replace(self, data=b"")
+
+    def stored(self, source: Source) -> "ChunkPages":
+        """The same pages with their bytes left on storage, to be read again by whoever slices
+        them (a synthesized file for Arrow): body and raw no longer work."""
+        return replace(self, data=source.stored(self.start, len(self.data)))
 
     def body(self, page: Page) -> memoryview:
         begin = page.offset - self.start + page.header_size

@@ -10,12 +10,13 @@ from typing import Any
 
 from . import __version__
 from . import page_stats
-from .chunk_scan import ChunkScan, needs_values, release_memory, scan_chunks
+from .chunk_scan import ChunkScan, needs_values, scan_chunks
 from .column_order import Order, order_for
 from .commit import begin_commit, clean_stale_temporaries
 from .errors import ConcurrentModificationError, EncryptedFileError, NotParquetError, PageIndexError
 from .footer import ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
+from .memory import release_memory
 from .page_levels import PageLevels
 from .schema import PT
 from .storage import Source, current_version, open_source, resolve
@@ -165,7 +166,7 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int,
             scan = next(scans)
             done[i] = _chunk_indexes(row[i], orders[i], scan, truncate_length)
             del scan
-            release_memory(row[i])
+            release_memory(row[i].total_compressed_size)
         indexes.append([result[0] for result in done])
         reports.extend(result[1] for result in done)
     return indexes, reports

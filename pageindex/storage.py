@@ -98,6 +98,10 @@ class Source:
         self.stats.record(offset, len(data), purpose)
         return data
 
+    def stored(self, offset: int, length: int) -> "StoredRange":
+        """`length` bytes at `offset`, left on storage until sliced."""
+        return StoredRange(self, offset, length)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -108,6 +112,23 @@ class Source:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class StoredRange:
+    """Bytes of a source not held in memory: each slice is a read. Lets a big chunk that was
+    walked be decoded from storage again instead of being kept whole while Arrow decodes it."""
+
+    source: Source
+    offset: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, span: slice) -> bytes:
+        start, stop, _ = span.indices(self.length)
+        return self.source.read(self.offset + start, max(0, stop - start))
 
 
 # Throttling (503 SlowDown), server errors and dropped connections are retried by botocore with

@@ -16,9 +16,11 @@ import pyarrow.parquet as pq
 from .compression import decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
+from .memory import trim_heap
 from .page_levels import ValueSection
 from .page_walk import DATA_PAGE_V2, PH, PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, Page
 from .schema import SE
+from .storage import StoredRange
 from .thrift import Field, Struct, T, TList, encode_struct
 
 _MAGIC = b"PAR1"
@@ -46,21 +48,26 @@ def bare_path(chunk: ChunkMeta, name: bytes | None = None) -> list[Struct]:
 @dataclass(frozen=True)
 class Synthesized:
     """A synthesized file as the buffers it is made of, in order: the chunks' page bytes are
-    referenced, never copied (a join would hold every chunk twice and cost a pass over it)."""
+    referenced, never copied (a join would hold every chunk twice and cost a pass over it), or
+    left on storage and read again as Arrow streams through them."""
 
-    parts: tuple[bytes, ...]
+    parts: tuple[bytes | memoryview | StoredRange, ...]
 
     def open(self) -> pa.PythonFile:
         return pa.PythonFile(_PartsReader(self.parts), mode="r")
+
+    @property
+    def streamed(self) -> bool:
+        return any(isinstance(p, StoredRange) for p in self.parts)
 
 
 class _PartsReader(io.RawIOBase):
     """A read-only file over concatenated buffers. A read within one buffer is a zero-copy view,
     which Arrow keeps as is; only reads across buffers (the footer's last bytes) are copied."""
 
-    def __init__(self, parts: Sequence[bytes]) -> None:
+    def __init__(self, parts: Sequence[bytes | memoryview | StoredRange]) -> None:
         super().__init__()
-        self._parts = [memoryview(p) for p in parts]
+        self._parts = [p if isinstance(p, StoredRange) else memoryview(p) for p in parts]
         self._starts = [0]
         for part in self._parts:
             self._starts.append(self._starts[-1] + len(part))
@@ -114,7 +121,32 @@ def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[Chunk
     return _file(len(fields), [e for f in fields for e in f], chunk_structs, body, num_rows, created_by)
 
 
-def synthesize_values(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[ValueSection],
+@dataclass(frozen=True)
+class SectionsHead:
+    """What every file of one chunk's values sections shares: the codec its pages are in and
+    the dictionary page, copied out so that the chunk's compressed bytes need not stay alive."""
+
+    codec: int
+    dictionary: bytes | None
+    dictionary_uncompressed: int  # header and body, as the column metadata counts them
+
+
+def sections_head(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[ValueSection]) -> SectionsHead:
+    """The codec and dictionary page for files of these sections."""
+    # Sections of v2 pages keep the chunk's codec and their is_compressed, so Arrow applies the
+    # same writer workarounds as to the original (some writers set it false and compressed anyway).
+    # Sections of v1 pages come decompressed: their files are uncompressed throughout. (A chunk
+    # mixing v1 and v2 pages, which no known writer makes, keeps its codec: v1 sections then
+    # say is_compressed=false.)
+    codec = _UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
+    page = pages.dictionary
+    if page is None:
+        return SectionsHead(codec, None, 0)
+    raw = bytes(pages.raw(page)) if codec == chunk.codec else _decompressed_page(chunk, pages, page)
+    return SectionsHead(codec, raw, page.header_size + page.uncompressed_size)
+
+
+def synthesize_values(chunk: ChunkMeta, head: SectionsHead, sections: Sequence[ValueSection],
                       created_by: bytes | None) -> Synthesized:
     """A file whose single column is the chunk's leaf as a flat, required field: its dictionary
     page, then each data page's values section under a v2 header without levels. Arrow then
@@ -122,20 +154,9 @@ def synthesize_values(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[Va
     leaf = _bare_element(chunk.leaf.ancestry[-1], True)
     leaf = Struct(tuple(Field(f.id, f.type, _REQUIRED) if f.id == SE.REPETITION else
                         Field(f.id, f.type, _FLAT_NAME) if f.id == SE.NAME else f for f in leaf.fields))
-    # Sections of v2 pages keep the chunk's codec and their is_compressed, so Arrow applies the
-    # same writer workarounds as to the original (some writers set it false and compressed anyway).
-    # Sections of v1 pages come decompressed: their file is uncompressed throughout. (A chunk
-    # mixing v1 and v2 pages, which no known writer makes, keeps its codec: v1 sections then
-    # say is_compressed=false.)
-    codec = _UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
-    dictionary = pages.dictionary
-    body: list[bytes | memoryview] = []
-    if dictionary is not None:
-        # A copy, so that the chunk's compressed bytes need not stay alive for this page alone.
-        body.append(bytes(pages.raw(dictionary)) if codec == chunk.codec
-                    else _decompressed_page(chunk, pages, dictionary))
+    body: list[bytes | memoryview] = [] if head.dictionary is None else [head.dictionary]
     data_offset = len(_MAGIC) + sum(len(b) for b in body)
-    uncompressed = 0 if dictionary is None else dictionary.header_size + dictionary.uncompressed_size
+    uncompressed = head.dictionary_uncompressed
     # Pages without a defined value are left out: Arrow takes a page of no values for the end.
     for section in (s for s in sections if s.count):
         header = _v2_header(section)
@@ -143,10 +164,52 @@ def synthesize_values(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[Va
         uncompressed += len(header) + section.uncompressed_size
     values = sum(s.count for s in sections)
     column = _column_chunk(
-        chunk.leaf.physical_type, (_FLAT_NAME.decode(),), codec, len(_MAGIC),
+        chunk.leaf.physical_type, (_FLAT_NAME.decode(),), head.codec, len(_MAGIC),
         num_values=values, uncompressed=uncompressed, compressed=sum(len(b) for b in body),
-        data_offset=data_offset, dictionary_offset=None if dictionary is None else len(_MAGIC))
+        data_offset=data_offset, dictionary_offset=None if head.dictionary is None else len(_MAGIC))
     return _file(1, [leaf], [column], body, values, created_by)
+
+
+SECTION_GROUP_BYTES = 4 << 20
+
+
+def decode_sections(chunk: ChunkMeta, head: SectionsHead, sections: list[ValueSection],
+                    created_by: bytes | None, as_dictionary: bool, batch_bytes: int) -> pa.ChunkedArray:
+    """The defined values of these sections, an Arrow chunk per run of whole sections of up to
+    SECTION_GROUP_BYTES. `sections` is emptied as it goes, so each run's bytes go once decoded:
+    the sections and the values they decode to are never all alive together."""
+    runs = sum(s.uncompressed_size for s in sections) > SECTION_GROUP_BYTES
+    parts: list[pa.Array] = []
+    for group in _section_groups(sections):
+        if runs:
+            # Return what the walk or the run before freed on the C heap: Arrow's pool is mapped
+            # apart and would not reuse it.
+            trim_heap()
+        file = synthesize_values(chunk, head, group, created_by)
+        count, size = sum(s.count for s in group), sum(s.uncompressed_size for s in group)
+        del group
+        column = decode(file, count, size, as_dictionary, batch_bytes)
+        del file
+        parts += column.chunks
+    return pa.chunked_array(parts, type=column.type)
+
+
+def _section_groups(sections: list[ValueSection]) -> Iterator[list[ValueSection]]:
+    """Empties `sections` front to back into runs of at most SECTION_GROUP_BYTES (a bigger
+    section runs alone), leaving out sections without values; at least one run, maybe empty."""
+    sections.reverse()
+    group: list[ValueSection] = []
+    size = 0
+    while sections:
+        section = sections.pop()
+        if not section.count:
+            continue
+        if group and size + section.uncompressed_size > SECTION_GROUP_BYTES:
+            yield group
+            group, size = [], 0
+        group.append(section)
+        size += section.uncompressed_size
+    yield group
 
 
 _REQUIRED = 0
@@ -257,7 +320,8 @@ def decode(file: Synthesized, num_rows: int, decoded_bytes: int = 0, as_dictiona
     strings, whose buffer Arrow grows by doubling). as_dictionary: a BYTE_ARRAY leaf comes back
     as indices into the chunk's dictionary, its values never materialized one by one."""
     with _arrow_errors():
-        reader = pq.ParquetFile(file.open(), read_dictionary=[0] if as_dictionary else None)
+        reader = pq.ParquetFile(file.open(), read_dictionary=[0] if as_dictionary else None,
+                                **_read_options(file))
         if decoded_bytes > batch_bytes:
             rows = max(1, num_rows * min(batch_bytes, ROW_BATCH_BYTES) // decoded_bytes)
             column = _decode_in_batches(reader, rows)
@@ -270,6 +334,15 @@ def decode(file: Synthesized, num_rows: int, decoded_bytes: int = 0, as_dictiona
                 raise MalformedFileError(f"the chunk decodes to {table.num_columns} columns, not 1")
             column = table.column(0) if table is not None else _decode_in_batches(reader, BATCH_ROWS)
     return _checked_rows(column, num_rows)
+
+
+STREAM_BUFFER = 64 << 10
+
+
+def _read_options(file: Synthesized) -> dict:
+    """A file with bytes left on storage is streamed through a small buffer, page by page, so
+    its chunk is never read whole (Arrow's default reads a column chunk in one piece)."""
+    return {"buffer_size": STREAM_BUFFER, "pre_buffer": False} if file.streamed else {}
 
 
 @contextmanager

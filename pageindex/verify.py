@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 
 from .bounds import comparable
-from .chunk_scan import ChunkScan, needs_values, release_memory, scan_chunk
+from .chunk_scan import ChunkScan, needs_values, scan_chunk
 from .column_order import Order, order_for
 from .footer import ChunkMeta, Footer
 from .index_builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
+from .memory import release_memory
 from .page_index import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from .retrofit import read_footer
 from .storage import Source, open_source
@@ -73,7 +74,7 @@ def verify(path: str, filesystem: Any = None) -> VerifyResult:
                     continue
                 order = order_for(chunk.leaf, footer.declared_order(chunk.column))
                 found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
-                release_memory(chunk)
+                release_memory(chunk.total_compressed_size)
                 violations += found
                 pages += checked
         return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,

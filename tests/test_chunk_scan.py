@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex import chunk_scan
+from pageindex import chunk_scan, values
 from pageindex.chunk_scan import needs_values, scan_chunk, scan_chunks
 from pageindex.column_order import order_for
 from pageindex.errors import MalformedFileError
@@ -80,6 +80,29 @@ def test_page_bytes_are_released_after_decoding(tmp_path):
     assert all(scan.pages.data == b"" and scan.pages.pages for scan in scans)
 
 
+def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch):
+    """A local chunk of at least STREAM_CHUNK_BYTES is not held while Arrow decodes it: Arrow
+    streams its pages from the file again, and they decode to the same values and counts."""
+    path = _write(tmp_path / "s.parquet", random_table(9, 3000, kinds=ALL_KINDS))
+    streamed = []
+    original = chunk_scan.decode
+    monkeypatch.setattr(chunk_scan, "decode", lambda file, *a: streamed.append(file.streamed) or original(file, *a))
+    with open_source(str(path)) as source:
+        footer = read_footer(source)
+        requests = [r for row in footer.chunks for r in _requests(footer, row)]
+        held = [scan_chunk(source, footer, chunk, decode) for chunk, decode in requests]
+        read_once = source.stats.bytes_read
+        assert streamed and not any(streamed)
+        streamed.clear()
+        monkeypatch.setattr(chunk_scan, "STREAM_CHUNK_BYTES", 1)
+        again = [scan_chunk(source, footer, chunk, decode) for chunk, decode in requests]
+        assert streamed and all(streamed)
+        # The streamed chunks' pages were read twice: once walked, once decoded.
+        assert source.stats.bytes_read - read_once > read_once
+    for a, b in zip(held, again):
+        _same(a, b)
+
+
 def _corrupt_first_page_body(path: Path, column: int) -> Path:
     """Garble the snappy body of one column's first data page (the header stays valid)."""
     meta = pq.ParquetFile(path).metadata.row_group(0).column(column)
@@ -122,19 +145,24 @@ def _leaf_reference(path: Path, row_group: int, column: int) -> list:
             return array.drop_null().to_pylist()
 
 
+@pytest.mark.parametrize("group_bytes", [values.SECTION_GROUP_BYTES, 600])
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
 @pytest.mark.parametrize("compression,dictionary", [("snappy", True), ("zstd", False), ("none", True)])
 def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, version, compression,
-                                                         dictionary):
+                                                         dictionary, group_bytes):
     """A nested leaf's values are decoded from its pages' values sections alone (no levels, no
-    lists), and are the values pyarrow reads from the file."""
+    lists), in runs of sections when the chunk is bigger than a run, and are the values pyarrow
+    reads from the file."""
     path = _write(tmp_path / "n.parquet", random_table(7, 3000, kinds=NESTED_KINDS),
                   data_page_version=version, compression=compression, use_dictionary=dictionary,
                   data_page_size=256, write_batch_size=50)  # small pages: some hold no defined value
-    flat_reads = []
-    original = chunk_scan.synthesize_values
-    monkeypatch.setattr(chunk_scan, "synthesize_values",
-                        lambda chunk, *a: flat_reads.append(chunk.leaf.dotted) or original(chunk, *a))
+    monkeypatch.setattr(values, "SECTION_GROUP_BYTES", group_bytes)
+    flat_reads, runs = [], []
+    decode_sections, synthesize_values = values.decode_sections, values.synthesize_values
+    monkeypatch.setattr(chunk_scan, "decode_sections",
+                        lambda chunk, *a: flat_reads.append(chunk.leaf.dotted) or decode_sections(chunk, *a))
+    monkeypatch.setattr(values, "synthesize_values",
+                        lambda chunk, *a: runs.append(chunk.leaf.dotted) or synthesize_values(chunk, *a))
     nested = 0
     with open_source(str(path)) as source:
         footer = read_footer(source)
@@ -143,13 +171,15 @@ def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, 
                 if not needs_level_decoding(chunk) or scan.values is None:
                     continue
                 nested += 1
-                values = scan.values
-                if pa.types.is_dictionary(values.type):
-                    values = values.cast(values.type.value_type)
-                got = values.to_pylist()
+                got_values = scan.values
+                if pa.types.is_dictionary(got_values.type):
+                    got_values = got_values.cast(got_values.type.value_type)
+                got = got_values.to_pylist()
                 if chunk.leaf.physical_type == PT.BYTE_ARRAY:
                     got = [v if isinstance(v, bytes) else v.encode() for v in got]
                 want = _leaf_reference(path, chunk.row_group, chunk.column)
                 want = [v.encode() if isinstance(v, str) else v for v in want]
                 assert got == want, chunk.leaf.dotted
     assert nested and len(flat_reads) == nested
+    # Small runs split every chunk of several pages; the default keeps these small chunks whole.
+    assert (len(runs) > 2 * nested) if group_bytes < 1000 else (len(runs) == nested)

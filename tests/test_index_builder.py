@@ -42,11 +42,16 @@ L = 64
 
 # ------------------------------------------------------------------ helpers
 
-def chunked(values: list, typ: pa.DataType, rng: random.Random) -> pa.ChunkedArray:
-    """The values as a ChunkedArray of 1-4 chunks, some of them slices (non-zero offset)."""
+def chunked(values: list, typ: pa.DataType, rng: random.Random, defined: np.ndarray | None = None
+            ) -> pa.ChunkedArray:
+    """The values as a ChunkedArray of 1-4 chunks, some of them slices (non-zero offset); given
+    the pages' `defined` counts, half the time cut only where pages end (as nested leaves are)."""
     if not values:
         return pa.chunked_array([], type=typ)
-    cuts = sorted(rng.sample(range(1, len(values)), min(rng.randint(0, 3), len(values) - 1))) if len(values) > 1 else []
+    if defined is not None and rng.random() < 0.5:
+        cuts = sorted(rng.sample(page_ends(defined), min(rng.randint(1, 3), len(page_ends(defined)))))
+    else:
+        cuts = sorted(rng.sample(range(1, len(values)), min(rng.randint(0, 3), len(values) - 1))) if len(values) > 1 else []
     parts, start = [], 0
     for end in cuts + [len(values)]:
         part = values[start:end]
@@ -60,6 +65,12 @@ def chunked(values: list, typ: pa.DataType, rng: random.Random) -> pa.ChunkedArr
         parts.append(arr)
         start = end
     return pa.chunked_array(parts, type=typ)
+
+
+def page_ends(defined: np.ndarray) -> list[int]:
+    """Where the pages' values end, inside the chunk (not at its start or end)."""
+    total = int(defined.sum())
+    return sorted({int(e) for e in np.cumsum(defined) if 0 < e < total})
 
 
 def random_defined(rng: random.Random, total_hint: int = 8) -> np.ndarray:
@@ -128,7 +139,7 @@ def test_integer_bounds(name, ptype, kw, bits, signed):
         kmin = [min(p) if p else None for p in pages]
         kmax = [max(p) if p else None for p in pages]
         enc = lambda v: None if v is None else struct.pack("<" + fmt, v)
-        bounds = page_bounds(lf, order, chunked(values, typ, rng), defined, L)
+        bounds = page_bounds(lf, order, chunked(values, typ, rng, defined), defined, L)
         check(bounds, [enc(v) for v in kmin], [enc(v) for v in kmax], kmin, kmax)
         assert bounds.nan_counts is None
 
@@ -154,7 +165,7 @@ def test_boolean_bounds():
         kmin = [min(p) if p else None for p in pages]
         kmax = [max(p) if p else None for p in pages]
         enc = lambda v: None if v is None else bytes([v])
-        check(page_bounds(lf, order, chunked(values, pa.bool_(), rng), defined, L),
+        check(page_bounds(lf, order, chunked(values, pa.bool_(), rng, defined), defined, L),
               [enc(v) for v in kmin], [enc(v) for v in kmax], kmin, kmax)
 
 
@@ -167,18 +178,19 @@ FLOAT_SPECS = {
 }
 
 
-def float_values(name: str, bit_patterns: list[int], rng) -> pa.ChunkedArray:
+def float_values(name: str, bit_patterns: list[int], rng, defined: np.ndarray | None = None) -> pa.ChunkedArray:
     _, _, ftype, utype, bits = FLOAT_SPECS[name]
     raw = np.array(bit_patterns, dtype=utype)
     if name == "float16":
-        return chunked([raw[i : i + 1].tobytes() for i in range(len(raw))], pa.binary(2), rng)
+        return chunked([raw[i : i + 1].tobytes() for i in range(len(raw))], pa.binary(2), rng, defined)
     arrow_type = pa.float32() if bits == 32 else pa.float64()
     # Built from numpy, never through Python floats: a float32 signalling NaN converted to a
     # Python float comes back quieted (bit 22 set), and the test needs exact bit patterns.
     floats = raw.view(ftype)
     if not len(floats):
         return pa.chunked_array([], arrow_type)
-    cut = rng.randint(0, len(floats))
+    ends = [] if defined is None else page_ends(defined)
+    cut = rng.choice(ends) if ends and rng.random() < 0.5 else rng.randint(0, len(floats))
     parts = [floats[:cut], floats[cut:]]
     arrays = []
     for part in parts:
@@ -256,7 +268,7 @@ def test_float_bounds_type_order(name):
             hi = pos_zero if hi in (neg_zero, pos_zero) else hi
             mins.append(enc(lo, bits)), maxs.append(enc(hi, bits))
             kmin.append(total_key(lo, bits)), kmax.append(total_key(hi, bits))
-        bounds = page_bounds(lf, order, float_values(name, pats, rng), defined, L)
+        bounds = page_bounds(lf, order, float_values(name, pats, rng, defined), defined, L)
         assert not isinstance(bounds, Refusal)
         check(bounds, mins, maxs, kmin, kmax)
         assert bounds.nan_counts is None
@@ -321,7 +333,7 @@ def test_float_bounds_total_order(name):
             hi = max(pool, key=lambda x: total_key(x, bits))
             mins.append(enc(lo, bits)), maxs.append(enc(hi, bits))  # no zero rule: -0.0 < +0.0
             kmin.append(total_key(lo, bits)), kmax.append(total_key(hi, bits))
-        bounds = page_bounds(lf, order, float_values(name, pats, rng), defined, L)
+        bounds = page_bounds(lf, order, float_values(name, pats, rng, defined), defined, L)
         check(bounds, mins, maxs, kmin, kmax)
         assert list(bounds.nan_counts) == nans
 
@@ -355,7 +367,7 @@ def test_decimal_flba_bounds():
             kmin = [min(p) if p else None for p in pages]
             kmax = [max(p) if p else None for p in pages]
             e = lambda v, w=width: None if v is None else v.to_bytes(w, "big", signed=True)
-            bounds = page_bounds(lf, order, chunked(raw, pa.binary(width), rng), defined, L)
+            bounds = page_bounds(lf, order, chunked(raw, pa.binary(width), rng, defined), defined, L)
             check(bounds, [e(v) for v in kmin], [e(v) for v in kmax], kmin, kmax)
 
 
@@ -383,7 +395,7 @@ def test_decimal_byte_array_bounds():
         pages = split(ints, defined)
         kmin = [min(p) if p else None for p in pages]
         kmax = [max(p) if p else None for p in pages]
-        bounds = page_bounds(lf, order, chunked(raw, pa.binary(), rng), defined, L)
+        bounds = page_bounds(lf, order, chunked(raw, pa.binary(), rng, defined), defined, L)
         dec = lambda b: None if b is None else int.from_bytes(b, "big", signed=True)
         assert [dec(b) for b in bounds.mins] == kmin
         assert [dec(b) for b in bounds.maxs] == kmax
@@ -480,7 +492,7 @@ def test_bytes_bounds(kind, truncate_length, path, monkeypatch):
             exp_max = [None if v is None else _capped_max(v, truncate_length) for v in exact_max]
         else:
             exp_min, exp_max = exact_min, exact_max
-        arrays = chunked(values, typ, rng)
+        arrays = chunked(values, typ, rng, defined)
         if path == "dictionary":
             arrays = as_dictionary(arrays, rng)
         bounds = page_bounds(lf, order, arrays, defined, truncate_length)
@@ -537,6 +549,25 @@ def bounds_of(pairs: list) -> Bounds:
 ])
 def test_boundary_order(pairs, expected):
     assert boundary_order(bounds_of(pairs)) == expected
+
+
+def test_page_aligned_chunks_are_bounded_one_by_one(monkeypatch):
+    """Values in Arrow chunks that each hold whole pages (a nested leaf's runs of values sections)
+    are bounded chunk by chunk, so fixed-width values are never joined into one copy; chunks cut
+    inside a page are bounded together. Both give the bounds of the values as one array."""
+    lf = leaf(PT.INT64)
+    order = type_order(lf)
+    defined = np.array([2, 0, 3, 0, 1, 0])
+    values = [5, -1, 7, 7, 3, 9]
+    whole = page_bounds(lf, order, pa.chunked_array([values], pa.int64()), defined, L)
+    calls = []
+    bounds = index_builder._bounds
+    monkeypatch.setattr(index_builder, "_bounds", lambda *a: calls.append(len(a[2])) or bounds(*a))
+    aligned = pa.chunked_array([values[:2], values[2:5], values[5:]], pa.int64())
+    assert page_bounds(lf, order, aligned, defined, L) == whole and calls == [2, 3, 1]
+    calls.clear()
+    inside = pa.chunked_array([values[:3], values[3:]], pa.int64())
+    assert page_bounds(lf, order, inside, defined, L) == whole and calls == [6]
 
 
 def test_boundary_order_through_page_bounds():

@@ -30,6 +30,22 @@ def test_parts_reader_reads_like_the_joined_bytes():
     assert bytes(reader.read(10)) == b"ytes"
 
 
+def test_parts_left_on_storage_read_like_the_joined_bytes(tmp_path):
+    data = bytes(range(256)) * 4
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    with open_source(str(path)) as source:
+        parts = (b"PAR1", source.stored(100, 500), b"tail")
+        assert Synthesized(parts).streamed and not Synthesized((b"PAR1", b"x")).streamed
+        joined = b"PAR1" + data[100:600] + b"tail"
+        reader = _PartsReader(parts)
+        rng = np.random.default_rng(5)
+        for _ in range(200):
+            start, size = int(rng.integers(0, len(joined) + 5)), int(rng.integers(-1, 700))
+            reader.seek(start)
+            assert bytes(reader.read(size)) == (joined[start:] if size < 0 else joined[start:start + size])
+
+
 def test_reads_within_a_part_are_views_not_copies():
     data = bytes(1000)
     reader = _PartsReader((b"PAR1", data, b"end"))
