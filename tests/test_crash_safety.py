@@ -143,12 +143,17 @@ def test_local_cli_sigkill_at_random_points(files, tmp_path):
     f = files.big
     path = tmp_path / "data.parquet"
     cli = [sys.executable, "-m", "pageindex", "retrofit", str(path)]
-    path.write_bytes(f.original)
-    t0 = time.monotonic()
-    code, out = run_killed_after(cli, 300)
-    undisturbed = time.monotonic() - t0
-    assert code == 0, out
-    assert path.read_bytes() == f.reference and not temporaries(tmp_path)
+    # The kills spread over the undisturbed run's length: the shorter of two runs, as the first
+    # one may pay for cold caches and a busy machine would stretch a single measurement.
+    durations = []
+    for _ in range(2):
+        path.write_bytes(f.original)
+        t0 = time.monotonic()
+        code, out = run_killed_after(cli, 300)
+        durations.append(time.monotonic() - t0)
+        assert code == 0, out
+        assert path.read_bytes() == f.reference and not temporaries(tmp_path)
+    undisturbed = min(durations)
 
     rng = random.Random(SEED)
     seen = []
