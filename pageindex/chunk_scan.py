@@ -146,8 +146,7 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
         if w.sections is None:
             pages = w.pages.stored(source) if _stream(source, w) else w.pages
             file = synthesize([bare_path(w.chunk)], [(w.chunk, pages)], rows, created_by)
-            del pages
-            del w
+            del pages, w
             step = partial(decode, file, rows, first.decoded_bytes, first.as_dictionary, first.batch_bytes)
             del file
         else:

@@ -63,7 +63,8 @@ class Synthesized:
 
 class _PartsReader(io.RawIOBase):
     """A read-only file over concatenated buffers. A read within one buffer is a zero-copy view,
-    which Arrow keeps as is; only reads across buffers (the footer's last bytes) are copied."""
+    which Arrow keeps as is; only reads across buffers (the footer's last bytes) are copied, and
+    a part left on storage (StoredRange) is read from it."""
 
     def __init__(self, parts: Sequence[bytes | memoryview | StoredRange]) -> None:
         super().__init__()
