@@ -4,7 +4,8 @@ Flat columns get them from page headers and value validity; nested ones decode t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pyarrow as pa
 from .compression import decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
-from .levels import read_v1_bit_packed_levels, read_v1_levels, read_v2_levels
+from .levels import decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
 from .page_walk import DATA_PAGE_V2, PH, ChunkPages, Page
 
 RLE, BIT_PACKED = 3, 4
@@ -75,81 +76,160 @@ def flat_counts(levels: PageLevels, array: pa.ChunkedArray, max_def: int) -> Pag
     return PageLevels(levels.rows, nulls, defined, hist, None, None)
 
 
+LEVEL_GROUP = 1 << 18
+
+
 def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
                   ) -> tuple[PageLevels, tuple[ValueSection, ...] | None]:
     """Decode each page's levels to count rows, nulls and defined values exactly; with
     `keep_values`, also hand back each page's values section (v1 pages are decompressed once
-    here, so the values need not be decompressed again)."""
+    here, so the values need not be decompressed again). Pages are decoded in runs of about
+    LEVEL_GROUP levels: one Arrow call per run, and a run's levels are dropped once counted."""
     leaf = chunk.leaf
-    rows, nulls, defined, def_h, rep_h = [], [], [], [], []
+    rows, def_h, rep_h = [], [], []
     sections: list[ValueSection] = []
     split = None
-    for i, page in enumerate(pages.pages):
-        rep, def_hist, section = _page_levels(chunk, pages, page)
-        if leaf.max_rep > 0:
-            starts = int(np.count_nonzero(rep == 0))
-            if page.num_values and rep[0] != 0:
-                if i == 0:
+    for group in _page_groups(pages.pages):
+        laid = [_layout(chunk, pages, page) for page in group]
+        reps = _decoded(leaf.max_rep, [lay.rep for lay in laid], group)
+        dfns = _decoded(leaf.max_def, [lay.dfn for lay in laid], group)
+        for page, lay, rep, dfn in zip(group, laid, reps, dfns):
+            def_hist = _histogram(dfn, leaf.max_def, page.num_values)
+            rep_hist = _histogram(rep, leaf.max_rep, page.num_values)
+            starts = int(rep_hist[0])
+            if leaf.max_rep and page.num_values and rep[0] != 0:
+                if page is pages.pages[0]:
                     raise MalformedFileError(
                         f"chunk starts with repetition level {rep[0]}, not at a record",
                         offset=page.offset)
-                split = i if split is None else split
+                split = len(rows) if split is None else split
             if page.kind == DATA_PAGE_V2 and page.num_rows != starts:
                 raise MalformedFileError(
                     f"v2 page says {page.num_rows} rows but its levels start {starts}",
                     offset=page.offset,
                 )
-        else:
-            starts = page.num_values
-        rows.append(starts)
-        defined.append(section.count)
-        nulls.append(page.num_values - section.count)
-        def_h.append(def_hist)
-        rep_h.append(np.bincount(rep, minlength=leaf.max_rep + 1)[: leaf.max_rep + 1])
-        if keep_values:
-            sections.append(section)
+            rows.append(starts)
+            def_h.append(def_hist)
+            rep_h.append(rep_hist)
+            if keep_values:
+                sections.append(replace(lay.section, count=int(def_hist[leaf.max_def])))
     n = len(pages.pages)
+    def_hists = np.array(def_h, dtype=np.int64).reshape(n, leaf.max_def + 1)
+    defined = def_hists[:, leaf.max_def]
     levels = PageLevels(
         np.array(rows, dtype=np.int64),
-        np.array(nulls, dtype=np.int64),
-        np.array(defined, dtype=np.int64),
-        np.array(def_h, dtype=np.int64).reshape(n, leaf.max_def + 1) if leaf.max_def else None,
+        np.array([p.num_values for p in pages.pages], dtype=np.int64) - defined,
+        defined,
+        def_hists if leaf.max_def else None,
         np.array(rep_h, dtype=np.int64).reshape(n, leaf.max_rep + 1) if leaf.max_rep else None,
         split,
     )
     return levels, tuple(sections) if keep_values else None
 
 
-def _page_levels(chunk: ChunkMeta, pages: ChunkPages, page: Page
-                 ) -> tuple[np.ndarray, np.ndarray, ValueSection]:
-    """The page's repetition levels, its definition-level histogram and its values section
-    (whose count, the defined values, is the histogram's top bin)."""
+def _page_groups(pages: Sequence[Page]) -> Iterator[Sequence[Page]]:
+    """Consecutive pages of about LEVEL_GROUP levels together (a bigger page alone)."""
+    start = total = 0
+    for i, page in enumerate(pages):
+        if i > start and total + page.num_values > LEVEL_GROUP:
+            yield pages[start:i]
+            start, total = i, 0
+        total += page.num_values
+    if start < len(pages):
+        yield pages[start:]
+
+
+# A page's levels of one kind: its hybrid stream, or levels already decoded (BIT_PACKED, or none
+# to decode when the maximum level is 0).
+Levels = memoryview | np.ndarray
+
+
+@dataclass(frozen=True)
+class _Layout:
+    rep: Levels
+    dfn: Levels
+    section: ValueSection  # count still 0: known once the levels are decoded
+
+
+def _layout(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> _Layout:
+    """Where the page's level streams and values section are."""
     leaf, count = chunk.leaf, page.num_values
     try:
         if page.kind == DATA_PAGE_V2:
             body = pages.body(page)
             end = page.rep_levels_size + page.def_levels_size
-            rep = read_v2_levels(body[: page.rep_levels_size], leaf.max_rep, count)
-            dfn = read_v2_levels(body[page.rep_levels_size : end], leaf.max_def, count)
+            if end > len(body):
+                raise MalformedFileError(f"level sections of {end} bytes overrun the page body")
+            rep = _v2_levels(body[: page.rep_levels_size], leaf.max_rep, count)
+            dfn = _v2_levels(body[page.rep_levels_size : end], leaf.max_def, count)
             compressed, decompressed, size = page.is_compressed, False, page.uncompressed_size - end
         else:
             body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
             header = page.header.get(PH.DATA_V1)
-            rep, pos = _v1_reader(header.get(PH.V1_REP_ENCODING))(body, 0, leaf.max_rep, count)
-            dfn, end = _v1_reader(header.get(PH.V1_DEF_ENCODING))(body, pos, leaf.max_def, count)
+            rep, pos = _v1_levels(header.get(PH.V1_REP_ENCODING), body, 0, leaf.max_rep, count)
+            dfn, end = _v1_levels(header.get(PH.V1_DEF_ENCODING), body, pos, leaf.max_def, count)
             compressed, decompressed, size = False, True, len(body) - end
     except MalformedFileError as err:
         raise err.located(offset=page.offset) from None
-    def_hist = np.bincount(dfn, minlength=leaf.max_def + 1)[: leaf.max_def + 1]
-    section = ValueSection(body[end:], int(def_hist[leaf.max_def]), page.value_encoding, compressed,
-                           decompressed, size)
-    return rep, def_hist, section
+    return _Layout(rep, dfn, ValueSection(body[end:], 0, page.value_encoding, compressed,
+                                          decompressed, size))
 
 
-def _v1_reader(encoding: object):
+def _v2_levels(data: memoryview, max_level: int, count: int) -> Levels:
+    return _no_levels(count) if max_level == 0 else data
+
+
+def _v1_levels(encoding: object, body: memoryview, pos: int, max_level: int, count: int
+               ) -> tuple[Levels, int]:
     """v1 pages name their level encoding; RLE is the norm, BIT_PACKED the deprecated form."""
+    if max_level == 0:
+        return _no_levels(count), pos
     if encoding == BIT_PACKED:
-        return read_v1_bit_packed_levels
+        return v1_bit_packed_levels(body, pos, max_level, count)
     if encoding in (RLE, None):
-        return read_v1_levels
+        return v1_hybrid_block(body, pos)
     raise MalformedFileError(f"level encoding {encoding} is not RLE or BIT_PACKED")
+
+
+def _no_levels(count: int) -> np.ndarray:
+    """The implicit all-zero levels of a column whose maximum level is 0."""
+    if count < 0:
+        raise MalformedFileError(f"negative level count {count}")
+    return np.zeros(count, dtype=np.int16)
+
+
+def _decoded(max_level: int, levels: Sequence[Levels], group: Sequence[Page]) -> list[np.ndarray]:
+    """Each page's levels, its hybrid streams decoded together."""
+    streams = [(data, page.num_values) for data, page in zip(levels, group)
+               if not isinstance(data, np.ndarray)]
+    if not streams:
+        return list(levels)
+    try:
+        flat = decode_hybrid(streams, max_level)
+    except MalformedFileError as err:
+        raise _first_bad_page(max_level, levels, group, err) from None
+    pieces = iter(np.split(flat, np.cumsum([count for _, count in streams])[:-1]))
+    return [data if isinstance(data, np.ndarray) else next(pieces) for data in levels]
+
+
+def _first_bad_page(max_level: int, levels: Sequence[Levels], group: Sequence[Page],
+                    err: MalformedFileError) -> MalformedFileError:
+    """The error located at the first page whose stream fails on its own."""
+    for data, page in zip(levels, group):
+        if isinstance(data, np.ndarray):
+            continue
+        try:
+            decode_hybrid([(data, page.num_values)], max_level)
+        except MalformedFileError as own:
+            return own.located(offset=page.offset)
+    return err.located(offset=group[0].offset)
+
+
+def _histogram(levels: np.ndarray, max_level: int, count: int) -> np.ndarray:
+    """How many levels have each value 0..max_level (np.bincount would widen them to int64 first,
+    several times slower)."""
+    hist = np.empty(max_level + 1, dtype=np.int64)
+    for level in range(1, max_level + 1):
+        hist[level] = np.count_nonzero(levels == level) if max_level > 1 else np.count_nonzero(levels)
+    hist[0] = count - int(hist[1:].sum())
+    return hist

@@ -3,10 +3,6 @@ schema carries physical types only (never an embedded ARROW:schema), built from 
 """
 from __future__ import annotations
 
-import bisect
-import io
-import struct
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -20,10 +16,8 @@ from .memory import trim_heap
 from .page_levels import ValueSection
 from .page_walk import DATA_PAGE_V2, PH, PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, Page
 from .schema import SE
-from .storage import StoredRange
-from .thrift import Field, Struct, T, TList, encode_struct
-
-_MAGIC = b"PAR1"
+from .synthetic import MAGIC, Synthesized, arrow_errors, column_chunk, one_row_group_file
+from .thrift import Field, Struct, T, encode_struct
 
 
 def _bare_element(element: Struct, is_leaf: bool) -> Struct:
@@ -45,72 +39,15 @@ def bare_path(chunk: ChunkMeta, name: bytes | None = None) -> list[Struct]:
     return path
 
 
-@dataclass(frozen=True)
-class Synthesized:
-    """A synthesized file as the buffers it is made of, in order: the chunks' page bytes are
-    referenced, never copied (a join would hold every chunk twice and cost a pass over it), or
-    left on storage and read again as Arrow streams through them."""
-
-    parts: tuple[bytes | memoryview | StoredRange, ...]
-
-    def open(self) -> pa.PythonFile:
-        return pa.PythonFile(_PartsReader(self.parts), mode="r")
-
-    @property
-    def streamed(self) -> bool:
-        return any(isinstance(p, StoredRange) for p in self.parts)
-
-
-class _PartsReader(io.RawIOBase):
-    """A read-only file over concatenated buffers. A read within one buffer is a zero-copy view,
-    which Arrow keeps as is; only reads across buffers (the footer's last bytes) are copied, and
-    a part left on storage (StoredRange) is read from it."""
-
-    def __init__(self, parts: Sequence[bytes | memoryview | StoredRange]) -> None:
-        super().__init__()
-        self._parts = [p if isinstance(p, StoredRange) else memoryview(p) for p in parts]
-        self._starts = [0]
-        for part in self._parts:
-            self._starts.append(self._starts[-1] + len(part))
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._starts[-1]}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def read(self, size: int = -1) -> memoryview | bytes:
-        end = self._starts[-1] if size < 0 else min(self._starts[-1], self._pos + size)
-        pieces = []
-        i = bisect.bisect_right(self._starts, self._pos) - 1
-        while self._pos < end:
-            start, part = self._starts[i], self._parts[i]
-            pieces.append(part[self._pos - start : min(len(part), end - start)])
-            self._pos = min(start + len(part), end)
-            i += 1
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-    read_buffer = read  # Arrow prefers read_buffer and wraps its result without a copy
-
-
 def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[ChunkMeta, ChunkPages]],
                num_rows: int, created_by: bytes | None) -> Synthesized:
     """A complete Parquet file with one row group holding these chunks' bytes, under a schema of
     top-level fields each given as its depth-first elements (the root is added)."""
     body, chunk_structs = [], []
-    pos = len(_MAGIC)
+    pos = len(MAGIC)
     for chunk, pages in columns:
         shift = pos - pages.start
-        chunk_structs.append(_column_chunk(
+        chunk_structs.append(column_chunk(
             chunk.leaf.physical_type, chunk.leaf.path, chunk.codec, pos,
             num_values=sum(p.num_values for p in pages.pages),
             uncompressed=sum(p.header_size + p.uncompressed_size for p in pages.pages),
@@ -119,7 +56,7 @@ def synthesize(fields: Sequence[Sequence[Struct]], columns: Sequence[tuple[Chunk
             dictionary_offset=None if pages.dictionary is None else pages.dictionary.offset + shift))
         body.append(pages.data)
         pos += len(pages.data)
-    return _file(len(fields), [e for f in fields for e in f], chunk_structs, body, num_rows, created_by)
+    return one_row_group_file(len(fields), [e for f in fields for e in f], chunk_structs, body, num_rows, created_by)
 
 
 @dataclass(frozen=True)
@@ -156,7 +93,7 @@ def synthesize_values(chunk: ChunkMeta, head: SectionsHead, sections: Sequence[V
     leaf = Struct(tuple(Field(f.id, f.type, _REQUIRED) if f.id == SE.REPETITION else
                         Field(f.id, f.type, _FLAT_NAME) if f.id == SE.NAME else f for f in leaf.fields))
     body: list[bytes | memoryview] = [] if head.dictionary is None else [head.dictionary]
-    data_offset = len(_MAGIC) + sum(len(b) for b in body)
+    data_offset = len(MAGIC) + sum(len(b) for b in body)
     uncompressed = head.dictionary_uncompressed
     # Pages without a defined value are left out: Arrow takes a page of no values for the end.
     for section in (s for s in sections if s.count):
@@ -164,11 +101,11 @@ def synthesize_values(chunk: ChunkMeta, head: SectionsHead, sections: Sequence[V
         body += (header, section.data)
         uncompressed += len(header) + section.uncompressed_size
     values = sum(s.count for s in sections)
-    column = _column_chunk(
-        chunk.leaf.physical_type, (_FLAT_NAME.decode(),), head.codec, len(_MAGIC),
+    column = column_chunk(
+        chunk.leaf.physical_type, (_FLAT_NAME.decode(),), head.codec, len(MAGIC),
         num_values=values, uncompressed=uncompressed, compressed=sum(len(b) for b in body),
-        data_offset=data_offset, dictionary_offset=None if head.dictionary is None else len(_MAGIC))
-    return _file(1, [leaf], [column], body, values, created_by)
+        data_offset=data_offset, dictionary_offset=None if head.dictionary is None else len(MAGIC))
+    return one_row_group_file(1, [leaf], [column], body, values, created_by)
 
 
 SECTION_GROUP_BYTES = 4 << 20
@@ -246,47 +183,6 @@ def _v2_header(section: ValueSection) -> bytes:
     )))
 
 
-def _column_chunk(physical_type: int, path: Sequence[str], codec: int, pos: int, *, num_values: int,
-                  uncompressed: int, compressed: int, data_offset: int,
-                  dictionary_offset: int | None) -> Struct:
-    meta = [
-        Field(1, T.I32, physical_type),
-        Field(2, T.LIST, TList(T.I32, (0,))),
-        Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in path))),
-        Field(4, T.I32, codec),
-        Field(5, T.I64, num_values),
-        Field(6, T.I64, uncompressed),
-        Field(7, T.I64, compressed),
-        Field(9, T.I64, data_offset),
-    ]
-    if dictionary_offset is not None:
-        meta.append(Field(11, T.I64, dictionary_offset))
-    return Struct((Field(2, T.I64, pos), Field(3, T.STRUCT, Struct(tuple(meta)))))
-
-
-def _file(top_level: int, elements: Sequence[Struct], chunk_structs: Sequence[Struct],
-          body: Sequence[bytes | memoryview], num_rows: int, created_by: bytes | None) -> Synthesized:
-    """Magic, the body's buffers and a footer describing one row group of these chunks, under
-    `top_level` fields given depth-first as `elements`."""
-    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, top_level)))
-    row_group = Struct((
-        Field(1, T.LIST, TList(T.STRUCT, tuple(chunk_structs))),
-        Field(2, T.I64, sum(len(b) for b in body)),
-        Field(3, T.I64, num_rows),
-    ))
-    file_meta = [
-        Field(1, T.I32, 1),
-        Field(2, T.LIST, TList(T.STRUCT, (root, *elements))),
-        Field(3, T.I64, num_rows),
-        Field(4, T.LIST, TList(T.STRUCT, (row_group,))),
-    ]
-    if created_by:
-        # Arrow C++ keys workarounds for known writer bugs on created_by; keep it.
-        file_meta.append(Field(6, T.BINARY, created_by))
-    footer = encode_struct(Struct(tuple(file_meta)))
-    return Synthesized((_MAGIC, *body, footer + struct.pack("<I", len(footer)) + _MAGIC))
-
-
 BATCH_ROWS = 1 << 16
 BIG_CHUNK = 1 << 30
 ROW_BATCH_BYTES = 256 << 20
@@ -304,7 +200,7 @@ def decode_columns(file: Synthesized, count: int, num_rows: int, dictionary: Seq
                    ) -> list[pa.ChunkedArray]:
     """All `count` top-level columns of a synthesized file in one Arrow read, so the per-read
     cost is paid once; the `dictionary` columns (BYTE_ARRAY) come back as dictionary indices."""
-    with _arrow_errors():
+    with arrow_errors():
         reader = pq.ParquetFile(file.open(), read_dictionary=list(dictionary))
         table = reader.read_row_group(0, use_threads=False)
     if table.num_columns != count:
@@ -320,7 +216,7 @@ def decode(file: Synthesized, num_rows: int, decoded_bytes: int = 0, as_dictiona
     a nested batch whose values pass 2 GiB shrinks until it fits; callers pass less for plain
     strings, whose buffer Arrow grows by doubling). as_dictionary: a BYTE_ARRAY leaf comes back
     as indices into the chunk's dictionary, its values never materialized one by one."""
-    with _arrow_errors():
+    with arrow_errors():
         reader = pq.ParquetFile(file.open(), read_dictionary=[0] if as_dictionary else None,
                                 **_read_options(file))
         if decoded_bytes > batch_bytes:
@@ -344,17 +240,6 @@ def _read_options(file: Synthesized) -> dict:
     """A file with bytes left on storage is streamed through a small buffer, page by page, so
     its chunk is never read whole (Arrow's default reads a column chunk in one piece)."""
     return {"buffer_size": STREAM_BUFFER, "pre_buffer": False} if file.streamed else {}
-
-
-@contextmanager
-def _arrow_errors() -> Iterator[None]:
-    """Whatever Arrow raises while decoding page data becomes a MalformedFileError."""
-    try:
-        yield
-    except MalformedFileError:
-        raise
-    except (OSError, pa.ArrowException, ValueError, IndexError) as err:
-        raise MalformedFileError(f"page data could not be decoded: {err}") from None
 
 
 def _checked_rows(column: pa.ChunkedArray, num_rows: int) -> pa.ChunkedArray:
