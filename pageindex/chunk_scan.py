@@ -184,10 +184,14 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
 # Local chunks this big are read again from the page cache while Arrow decodes them rather than
 # held: the copy costs less than having the chunk and its decoded values in memory together.
 STREAM_CHUNK_BYTES = 32 << 20
+# Arrow reads a streamed chunk page by page, a Python call each: a chunk of small pages is held
+# instead (40,000 pages of 900 bytes took 20% more CPU and 120 MiB more memory streamed).
+STREAM_PAGE_BYTES = 64 << 10
 
 
 def _stream(source: Source, walked: _Walked) -> bool:
-    return source.local and len(walked.pages.data) >= STREAM_CHUNK_BYTES
+    size = len(walked.pages.data)
+    return source.local and size >= STREAM_CHUNK_BYTES and size >= STREAM_PAGE_BYTES * len(walked.pages.pages)
 
 
 def _finish(walked: _Walked, array: pa.ChunkedArray) -> ChunkScan:

@@ -81,8 +81,9 @@ def test_page_bytes_are_released_after_decoding(tmp_path):
 
 
 def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch):
-    """A local chunk of at least STREAM_CHUNK_BYTES is not held while Arrow decodes it: Arrow
-    streams its pages from the file again, and they decode to the same values and counts."""
+    """A local chunk of at least STREAM_CHUNK_BYTES, in pages of STREAM_PAGE_BYTES on average, is
+    not held while Arrow decodes it: Arrow streams its pages from the file again, and they decode
+    to the same values and counts."""
     path = _write(tmp_path / "s.parquet", random_table(9, 3000, kinds=ALL_KINDS))
     streamed = []
     original = chunk_scan.decode
@@ -95,10 +96,16 @@ def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch)
         assert streamed and not any(streamed)
         streamed.clear()
         monkeypatch.setattr(chunk_scan, "STREAM_CHUNK_BYTES", 1)
+        for chunk, decode in requests:
+            scan_chunk(source, footer, chunk, decode)
+        assert streamed and not any(streamed)  # pages of 2 KiB: held, not streamed one by one
+        streamed.clear()
+        before = source.stats.bytes_read
+        monkeypatch.setattr(chunk_scan, "STREAM_PAGE_BYTES", 1)
         again = [scan_chunk(source, footer, chunk, decode) for chunk, decode in requests]
         assert streamed and all(streamed)
         # The streamed chunks' pages were read twice: once walked, once decoded.
-        assert source.stats.bytes_read - read_once > read_once
+        assert source.stats.bytes_read - before > read_once
     for a, b in zip(held, again):
         _same(a, b)
 
