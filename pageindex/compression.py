@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
 
+UNCOMPRESSED = 0
 _CODEC_NAMES = ("UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW")
 
 # LZ4 frame header: magic, FLG (version 1, independent blocks, no checksums, no content
@@ -30,7 +31,7 @@ def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> 
     """Decompress a page body to exactly uncompressed_size bytes, never producing more."""
     if uncompressed_size < 0:
         raise MalformedFileError(f"negative uncompressed page size {uncompressed_size}")
-    if codec == 0:
+    if codec == UNCOMPRESSED:
         if len(data) != uncompressed_size:
             raise MalformedFileError(
                 f"uncompressed page has {len(data)} bytes, header says {uncompressed_size}"

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import MalformedFileError
-from .page_walk import DATA_PAGE, DICTIONARY_PAGE, RLE_DICTIONARY
-from .schema import PT, SE
+from .compression import UNCOMPRESSED
+from .page_walk import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY
+from .schema import PT, REQUIRED, SE
 from .synthetic import MAGIC, arrow_errors, column_chunk, one_row_group_file
 from .thrift import Field, Struct, T, encode_struct
 
@@ -72,7 +73,7 @@ def decode_hybrid(streams: Sequence[tuple[bytes | memoryview, int]], max_level: 
             body += (_page_header(DATA_PAGE, len(data) + 1, count), width, data)
     dictionary_size = len(body[0]) + len(dictionary)
     size = sum(len(b) for b in body)
-    chunk = column_chunk(PT.INT32, (_NAME.decode(),), _UNCOMPRESSED, len(MAGIC), num_values=total,
+    chunk = column_chunk(PT.INT32, (_NAME.decode(),), UNCOMPRESSED, len(MAGIC), num_values=total,
                          uncompressed=size, compressed=size, data_offset=len(MAGIC) + dictionary_size,
                          dictionary_offset=len(MAGIC))
     file = one_row_group_file(1, [_LEVEL_ELEMENT], [chunk], body, total, None)
@@ -93,11 +94,11 @@ def _check(max_level: int, count: int) -> None:
 
 
 _NAME = b"levels"
-_UNCOMPRESSED, _REQUIRED, _PLAIN, _RLE, _INT_16 = 0, 0, 0, 3, 16
+_INT_16 = 16
 # INT32 annotated INT_16: Arrow hands back int16 levels, the width the callers count in.
 _LEVEL_ELEMENT = Struct((
     Field(SE.TYPE, T.I32, PT.INT32),
-    Field(SE.REPETITION, T.I32, _REQUIRED),
+    Field(SE.REPETITION, T.I32, REQUIRED),
     Field(SE.NAME, T.BINARY, _NAME),
     Field(SE.CONVERTED_TYPE, T.I32, _INT_16),
 ))
@@ -105,10 +106,10 @@ _LEVEL_ELEMENT = Struct((
 
 def _page_header(kind: int, size: int, count: int) -> bytes:
     if kind == DICTIONARY_PAGE:
-        detail = Field(7, T.STRUCT, Struct((Field(1, T.I32, count), Field(2, T.I32, _PLAIN))))
+        detail = Field(7, T.STRUCT, Struct((Field(1, T.I32, count), Field(2, T.I32, PLAIN))))
     else:
         detail = Field(5, T.STRUCT, Struct((
-            Field(1, T.I32, count), Field(2, T.I32, RLE_DICTIONARY), Field(3, T.I32, _RLE),
-            Field(4, T.I32, _RLE))))
+            Field(1, T.I32, count), Field(2, T.I32, RLE_DICTIONARY), Field(3, T.I32, RLE),
+            Field(4, T.I32, RLE))))
     return encode_struct(Struct((
         Field(1, T.I32, kind), Field(2, T.I32, size), Field(3, T.I32, size), detail)))

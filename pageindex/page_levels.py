@@ -14,9 +14,7 @@ from .compression import decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
 from .levels import decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
-from .page_walk import DATA_PAGE_V2, PH, ChunkPages, Page
-
-RLE, BIT_PACKED = 3, 4
+from .page_walk import BIT_PACKED, DATA_PAGE_V2, PH, RLE, ChunkPages, Page
 
 
 @dataclass(frozen=True)
@@ -139,9 +137,9 @@ def _page_groups(pages: Sequence[Page]) -> Iterator[Sequence[Page]]:
         yield pages[start:]
 
 
-# A page's levels of one kind: its hybrid stream, or levels already decoded (BIT_PACKED, or none
-# to decode when the maximum level is 0).
-Levels = memoryview | np.ndarray
+# A page's levels of one kind: its hybrid stream, levels already decoded (BIT_PACKED), or None
+# where the maximum level is 0 (every level is 0, nothing is stored).
+Levels = memoryview | np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -157,11 +155,9 @@ def _layout(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> _Layout:
     try:
         if page.kind == DATA_PAGE_V2:
             body = pages.body(page)
-            end = page.rep_levels_size + page.def_levels_size
-            if end > len(body):
-                raise MalformedFileError(f"level sections of {end} bytes overrun the page body")
-            rep = _v2_levels(body[: page.rep_levels_size], leaf.max_rep, count)
-            dfn = _v2_levels(body[page.rep_levels_size : end], leaf.max_def, count)
+            end = page.rep_levels_size + page.def_levels_size  # within the body: checked by the walk
+            rep = body[: page.rep_levels_size] if leaf.max_rep else None
+            dfn = body[page.rep_levels_size : end] if leaf.max_def else None
             compressed, decompressed, size = page.is_compressed, False, page.uncompressed_size - end
         else:
             body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
@@ -175,15 +171,11 @@ def _layout(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> _Layout:
                                           decompressed, size))
 
 
-def _v2_levels(data: memoryview, max_level: int, count: int) -> Levels:
-    return _no_levels(count) if max_level == 0 else data
-
-
 def _v1_levels(encoding: object, body: memoryview, pos: int, max_level: int, count: int
                ) -> tuple[Levels, int]:
     """v1 pages name their level encoding; RLE is the norm, BIT_PACKED the deprecated form."""
     if max_level == 0:
-        return _no_levels(count), pos
+        return None, pos
     if encoding == BIT_PACKED:
         return v1_bit_packed_levels(body, pos, max_level, count)
     if encoding in (RLE, None):
@@ -191,17 +183,11 @@ def _v1_levels(encoding: object, body: memoryview, pos: int, max_level: int, cou
     raise MalformedFileError(f"level encoding {encoding} is not RLE or BIT_PACKED")
 
 
-def _no_levels(count: int) -> np.ndarray:
-    """The implicit all-zero levels of a column whose maximum level is 0."""
-    if count < 0:
-        raise MalformedFileError(f"negative level count {count}")
-    return np.zeros(count, dtype=np.int16)
-
-
-def _decoded(max_level: int, levels: Sequence[Levels], group: Sequence[Page]) -> list[np.ndarray]:
+def _decoded(max_level: int, levels: Sequence[Levels], group: Sequence[Page]
+             ) -> list[np.ndarray | None]:
     """Each page's levels, its hybrid streams decoded together."""
     streams = [(data, page.num_values) for data, page in zip(levels, group)
-               if not isinstance(data, np.ndarray)]
+               if isinstance(data, memoryview)]
     if not streams:
         return list(levels)
     try:
@@ -209,14 +195,14 @@ def _decoded(max_level: int, levels: Sequence[Levels], group: Sequence[Page]) ->
     except MalformedFileError as err:
         raise _first_bad_page(max_level, levels, group, err) from None
     pieces = iter(np.split(flat, np.cumsum([count for _, count in streams])[:-1]))
-    return [data if isinstance(data, np.ndarray) else next(pieces) for data in levels]
+    return [next(pieces) if isinstance(data, memoryview) else data for data in levels]
 
 
 def _first_bad_page(max_level: int, levels: Sequence[Levels], group: Sequence[Page],
                     err: MalformedFileError) -> MalformedFileError:
     """The error located at the first page whose stream fails on its own."""
     for data, page in zip(levels, group):
-        if isinstance(data, np.ndarray):
+        if not isinstance(data, memoryview):
             continue
         try:
             decode_hybrid([(data, page.num_values)], max_level)
@@ -225,8 +211,8 @@ def _first_bad_page(max_level: int, levels: Sequence[Levels], group: Sequence[Pa
     return err.located(offset=group[0].offset)
 
 
-def _histogram(levels: np.ndarray, max_level: int, count: int) -> np.ndarray:
-    """How many levels have each value 0..max_level (np.bincount would widen them to int64 first,
+def _histogram(levels: np.ndarray | None, max_level: int, count: int) -> np.ndarray:
+    """How many of `count` levels have each value 0..max_level (np.bincount would widen them to int64 first,
     several times slower)."""
     hist = np.empty(max_level + 1, dtype=np.int64)
     for level in range(1, max_level + 1):

@@ -9,13 +9,13 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .compression import decompress
+from .compression import UNCOMPRESSED, decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
 from .memory import trim_heap
 from .page_levels import ValueSection
 from .page_walk import DATA_PAGE_V2, PH, PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, Page
-from .schema import SE
+from .schema import REQUIRED, SE
 from .synthetic import MAGIC, Synthesized, arrow_errors, column_chunk, one_row_group_file
 from .thrift import Field, Struct, T, encode_struct
 
@@ -76,7 +76,7 @@ def sections_head(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[ValueS
     # Sections of v1 pages come decompressed: their files are uncompressed throughout. (A chunk
     # mixing v1 and v2 pages, which no known writer makes, keeps its codec: v1 sections then
     # say is_compressed=false.)
-    codec = _UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
+    codec = UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
     page = pages.dictionary
     if page is None:
         return SectionsHead(codec, None, 0)
@@ -90,7 +90,7 @@ def synthesize_values(chunk: ChunkMeta, head: SectionsHead, sections: Sequence[V
     page, then each data page's values section under a v2 header without levels. Arrow then
     decodes the defined values alone, with no levels to read and no lists to assemble."""
     leaf = _bare_element(chunk.leaf.ancestry[-1], True)
-    leaf = Struct(tuple(Field(f.id, f.type, _REQUIRED) if f.id == SE.REPETITION else
+    leaf = Struct(tuple(Field(f.id, f.type, REQUIRED) if f.id == SE.REPETITION else
                         Field(f.id, f.type, _FLAT_NAME) if f.id == SE.NAME else f for f in leaf.fields))
     body: list[bytes | memoryview] = [] if head.dictionary is None else [head.dictionary]
     data_offset = len(MAGIC) + sum(len(b) for b in body)
@@ -150,8 +150,6 @@ def _section_groups(sections: list[ValueSection]) -> Iterator[list[ValueSection]
     yield group
 
 
-_REQUIRED = 0
-_UNCOMPRESSED = 0
 _FLAT_NAME = b"c"
 
 
