@@ -432,7 +432,9 @@ def _report(path: Path) -> dict[str, dict]:
 @pytest.mark.parametrize("mode", ["in_place", "output"])
 def test_job_with_intermittent_faults(s3_job_spark, sources, proxy, s3fs_fs, s3_bucket, s3_server,
                                       tmp_path, mode):
-    """Real backoff in the executors; every 4th request through the proxy fails."""
+    """Real backoff in the executors; every 4th request through the proxy fails.  Which request
+    is the 4th depends on executor timing, so a CreateMultipartUpload whose response is cut may
+    or may not occur: the uploads left must be exactly those (see _check_uploads_cleaned)."""
     files = _job_dataset(s3fs_fs, s3_bucket, sources)
     proxy.reset(_mixed(4))
     report = tmp_path / "report.jsonl"
@@ -450,7 +452,8 @@ def test_job_with_intermittent_faults(s3_job_spark, sources, proxy, s3fs_fs, s3_
         assert s3fs_fs.cat_file(f"{s3_bucket}/{out}") == f.reference, out
         if mode == "output":
             assert s3fs_fs.cat_file(f"{s3_bucket}/{rel}") == f.original
-    assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
+    big = "data/day=2/big.parquet" if mode == "in_place" else "out/day=2/big.parquet"
+    _check_uploads_cleaned(proxy, s3h.boto3_client(s3_server), s3_bucket, big)
 
 
 @pytest.mark.parametrize("action", ["500", "503", "drop"])
