@@ -68,7 +68,7 @@ class ChunkPages:
     """A chunk's bytes and the pages found in them."""
 
     start: int  # absolute file offset of `data[0]`
-    data: bytes | StoredRange  # a StoredRange once the bytes are left on storage (see `stored`)
+    data: bytes | memoryview | StoredRange  # a StoredRange once left on storage (see `stored`)
     dictionary: Page | None
     pages: tuple[Page, ...]  # data pages in file order
     metadata_too_small: bool  # pages ran past total_compressed_size (writer quirk)
@@ -110,8 +110,8 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
     if not 4 <= start < limit:
         raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
     declared_end = min(start + chunk.total_compressed_size, limit)
-    # Kept as bytes (no copy); extended only for the rare undersized-chunk quirk.
-    data = source.read(start, declared_end - start)
+    # Kept as read (no copy); extended only for the rare undersized-chunk quirk.
+    data = source.read_view(start, declared_end - start)
     pos = 0
     values = 0
     dictionary: Page | None = None
@@ -120,7 +120,7 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
         page, _, data = decode_page_header(source, data, start, start + pos, limit)
         end = pos + page.size
         if end > len(data):
-            data = data + source.read(start + len(data), end - len(data))
+            data = bytes(data) + source.read(start + len(data), end - len(data))
         if verify_crc:
             _check_crc(page, memoryview(data)[pos + page.header_size : end])
         if page.kind == DICTIONARY_PAGE:
@@ -140,8 +140,8 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
                       too_small)
 
 
-def decode_page_header(source: Source, buf: bytes, buf_start: int, offset: int, limit: int,
-                       purpose: str = "data") -> tuple[Page, Struct, bytes]:
+def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, offset: int, limit: int,
+                       purpose: str = "data") -> tuple[Page, Struct, bytes | memoryview]:
     """The page whose header starts at file `offset`, decoded from `buf` (the file's bytes from
     `buf_start`), which grows by further reads (4x larger each time, never past `limit`) while
     the header is cut off. Returns the page, its header and the (maybe longer) buffer."""
@@ -157,7 +157,7 @@ def decode_page_header(source: Source, buf: bytes, buf_start: int, offset: int, 
             if buf_start + len(buf) >= limit:
                 raise MalformedFileError("page header runs past the chunk's region",
                                          offset=offset) from None
-            buf = buf + source.read(buf_start + len(buf), min(more, limit - buf_start - len(buf)), purpose)
+            buf = bytes(buf) + source.read(buf_start + len(buf), min(more, limit - buf_start - len(buf)), purpose)
             more *= 4
         except PageIndexError as err:
             raise MalformedFileError(f"bad page header: {err.reason}", offset=offset) from None

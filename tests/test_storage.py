@@ -1,0 +1,110 @@
+"""storage: Source.read_view reuses one buffer for big local reads, and never while a view of it
+is alive; a retrofit whose every chunk goes through that buffer writes the same bytes."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import pageindex
+from pageindex import storage
+from pageindex.storage import open_source
+from tests.helpers.corpus import corpus_files
+
+SIZE = 64 << 10
+
+
+@pytest.fixture
+def small_reuse(monkeypatch):
+    """Reads of 1 KiB to 16 KiB go through the spare, so small files exercise it."""
+    monkeypatch.setattr(storage, "REUSE_MIN_BYTES", 1 << 10)
+    monkeypatch.setattr(storage, "REUSE_MAX_BYTES", 16 << 10)
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    data = os.urandom(SIZE)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+@pytest.mark.parametrize("offset,length", [
+    (0, 4 << 10), (123, 16 << 10), (SIZE - 3000, 8 << 10), (5, 100), (0, 40 << 10), (SIZE, 5000),
+])
+def test_read_view_returns_what_read_returns(small_reuse, data_file, offset, length):
+    path, data = data_file
+    with open_source(str(path)) as source:
+        got = source.read_view(offset, length)
+        assert source.stats.ranges == ([(offset, len(got), "data")] if got else [])
+        assert bytes(got) == source.read(offset, length) == data[offset:offset + length]
+
+
+def test_a_live_view_is_never_overwritten(small_reuse, data_file):
+    path, data = data_file
+    with open_source(str(path)) as source:
+        first = source.read_view(0, 8 << 10)
+        piece = first[100:200]
+        arrow = pa.py_buffer(first[1000:1100])
+        buffer = first.obj
+        del first
+        second = source.read_view(10 << 10, 8 << 10)
+        assert isinstance(second, bytes), "a slice still refers to the first read"
+        del piece
+        third = source.read_view(20 << 10, 8 << 10)
+        assert isinstance(third, bytes), "an Arrow buffer still refers to the first read"
+        assert bytes(second) + third == data[10 << 10:18 << 10] + data[20 << 10:28 << 10]
+        assert arrow.to_pybytes() == data[1000:1100]
+        del arrow, third
+        fourth = source.read_view(30 << 10, 8 << 10)
+        assert fourth.obj is buffer, "no view is left: the buffer is reused"
+        assert bytes(fourth) == data[30 << 10:38 << 10]
+
+
+def test_views_are_read_only(small_reuse, data_file):
+    path, _ = data_file
+    with open_source(str(path)) as source:
+        view = source.read_view(0, 4 << 10)
+        with pytest.raises(TypeError):
+            view[0] = 1
+
+
+def test_a_read_too_big_to_reuse_lets_the_spare_go(small_reuse, data_file):
+    path, data = data_file
+    with open_source(str(path)) as source:
+        spare = source.read_view(0, 8 << 10).obj
+        big = source.read_view(0, 32 << 10)
+        assert isinstance(big, bytes) and big == data[:32 << 10]
+        assert source.read_view(0, 8 << 10).obj is not spare
+
+
+def test_retrofit_through_the_spare_is_byte_identical(small_reuse, tmp_path, monkeypatch,
+                                                      paged_parquet):
+    """Every chunk of 1 KiB to 16 KiB is read into the one spare buffer while earlier chunks'
+    pages may still be in Arrow's hands; the output must not change by a byte."""
+    files = [f for f in corpus_files("candidate") if f.stat().st_size > 2000]
+    files.append(paged_parquet.without_index)
+    reused = []
+    read_view = storage.Source.read_view
+
+    def counting(self, offset, length, purpose="data"):
+        view = read_view(self, offset, length, purpose)
+        reused.append(isinstance(view, memoryview))
+        return view
+
+    outputs = {}
+    for mode in ("spare", "fresh"):
+        if mode == "fresh":
+            monkeypatch.setattr(storage, "REUSE_MIN_BYTES", 1 << 40)
+        monkeypatch.setattr(storage.Source, "read_view", counting)
+        for i, f in enumerate(files):
+            out = tmp_path / f"{mode}-{i}.parquet"
+            result = pageindex.retrofit(str(f), str(out))
+            outputs[mode, i] = (result.status, out.read_bytes() if out.exists() else None)
+        if mode == "spare":
+            assert sum(reused) >= 20, "the spare buffer was hardly used"
+            reused.clear()
+    assert not any(reused)
+    for i, f in enumerate(files):
+        assert outputs["spare", i] == outputs["fresh", i], f
