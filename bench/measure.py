@@ -85,9 +85,11 @@ def run(argv: list[str], cpus: str | None, env: dict | None = None, timeout: flo
                result, stderr[-4000:])
 
 
-def worker(op: str, *args: str, cpus: str | None, timeout: float | None = None) -> Run:
-    """`python -m bench.worker OP ARGS...` pinned to `cpus`."""
-    return run([sys.executable, "-m", "bench.worker", op, *map(str, args)], cpus, timeout=timeout)
+def worker(op: str, *args: str, cpus: str | None, timeout: float | None = None, prime_mb: int = 0) -> Run:
+    """`python -m bench.worker OP ARGS...` pinned to `cpus`; `prime_mb`: MiB of memory the worker
+    touches and frees just before its timed operation (bench.worker._prime_memory)."""
+    env = {**os.environ, "BENCH_PRIME_MB": str(prime_mb)} if prime_mb else None
+    return run([sys.executable, "-m", "bench.worker", op, *map(str, args)], cpus, env=env, timeout=timeout)
 
 
 # ---- process trees (the JVM is a grandchild of the Spark worker) --------------------------------

@@ -30,6 +30,16 @@ file size (10^6 bytes) / median seconds. All inputs are warm in the page cache (
 is read by the tools before); `sync` runs (untimed) before each measurement so one tool's
 write-back does not land on the next one.
 
+Memory priming: each Python tool (read_table, retrofit, pyarrow rewrite) first touches and frees
+1.25x its peak RSS from its previous run on the dataset (the first time, an untimed run learns
+that peak), resets its `VmHWM`, then starts the timed operation. The bench machine is a VM that
+hands freed memory back to its host (free page reporting), and the first touch of such memory
+costs the faulting process about 2 ms of CPU per MiB: unprimed, pyarrow `read_table` of
+numeric-200MB took 0.95-1.7 s after a few idle seconds, 0.44 s right after another process had
+freed memory; primed, 0.41-0.43 s every time. Without priming a tool's time depended on what ran
+before it, and tools that allocate much (pyarrow) were slowed the most. Spark's long-lived JVM
+keeps the heap it grew and is not primed; cat and cp allocate little.
+
 | column | command | timed part |
 | --- | --- | --- |
 | cat (warm) | `cat FILE > /dev/null`, run twice | the second run (process wall time): the floor for reading the bytes |

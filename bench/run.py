@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shlex
@@ -25,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from bench import datasets as D
 from bench import measure as M
@@ -261,9 +263,24 @@ def _sample(run: M.Run, what: str) -> Sample | str:
     return Sample(run.seconds, run.wall, run.maxrss, run.cpu, extra)
 
 
+def _primed(cfg: Config, peaks: dict[str, int], tool: str, args: list, fresh: Callable[[], None]) -> M.Run:
+    """A Python tool's run, primed with as much memory as its last peak RSS on this dataset (see
+    bench.worker._prime_memory). The first time, an untimed run learns that peak. `fresh` sets up
+    the input (and runs os.sync) before each run."""
+    if tool not in peaks:
+        fresh()
+        peaks[tool] = M.worker(*args, cpus=cfg.cpus).maxrss
+    fresh()
+    r = M.worker(*args, cpus=cfg.cpus, prime_mb=math.ceil(peaks[tool] * 1.25 / 2**20))
+    if r.ok:
+        peaks[tool] = r.maxrss
+    return r
+
+
 def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_mode: str | None,
-                  keep: bool) -> dict[str, Sample | str]:
-    """Every tool once on one dataset. `keep`: leave retrofit/pyarrow/Spark outputs for later."""
+                  keep: bool, peaks: dict[str, int]) -> dict[str, Sample | str]:
+    """Every tool once on one dataset. `keep`: leave retrofit/pyarrow/Spark outputs for later.
+    `peaks`: each Python tool's last peak RSS on this dataset, updated here."""
     work = OUT / "work"
     work.mkdir(parents=True, exist_ok=True)
     src = ds.path
@@ -274,8 +291,7 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
     r = _shell('cat "$1" > /dev/null', src, cpus=cfg.cpus)
     out["cat_warm"] = _proc_sample(r, "cat")
 
-    os.sync()
-    out["read_table"] = _sample(M.worker("read_table", src, cpus=cfg.cpus), "read_table")
+    out["read_table"] = _sample(_primed(cfg, peaks, "read_table", ["read_table", src], os.sync), "read_table")
 
     dst = work / "cp.parquet"
     os.sync()
@@ -292,9 +308,11 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
             out[tool] = "skipped: this checkout has no trust_page_stats option yet"
             continue
         copy = work / f"{ds.name}.{tool}.parquet"
-        shutil.copyfile(src, copy)  # the fresh copy is not timed
-        os.sync()
-        out[tool] = _sample(M.worker("retrofit", copy, mode, cpus=cfg.cpus), tool)
+
+        def fresh_copy(copy: Path = copy) -> None:
+            shutil.copyfile(src, copy)  # not timed
+            os.sync()
+        out[tool] = _sample(_primed(cfg, peaks, tool, ["retrofit", copy, mode], fresh_copy), tool)
         if keep and isinstance(out[tool], Sample):
             os.replace(copy, OUT / f"{ds.name}.{tool}.parquet")
         else:
@@ -305,12 +323,11 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
         if mode is None:
             out[tool] = "skipped: this checkout has no trust_page_stats option yet"
             continue
-        os.sync()
-        out[tool] = _sample(M.worker("retrofit", src, mode, cpus=cfg.cpus), tool)
+        out[tool] = _sample(_primed(cfg, peaks, tool, ["retrofit", src, mode], os.sync), tool)
 
     pa_dst = OUT / f"{ds.name}.pa_rewrite.parquet"
-    os.sync()
-    out["pa_rewrite"] = _sample(M.worker("rewrite", src, pa_dst, ds.spec.kind, cpus=cfg.cpus), "pyarrow rewrite")
+    out["pa_rewrite"] = _sample(_primed(cfg, peaks, "pa_rewrite", ["rewrite", src, pa_dst, ds.spec.kind], os.sync),
+                                "pyarrow rewrite")
     if not keep:
         pa_dst.unlink(missing_ok=True)
 
@@ -514,10 +531,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         index_seconds = 0.0
         raw: dict[str, dict[str, list]] = {ds.name: {t: [] for t in TOOLS} for ds in dsets}
+        peaks: dict[str, dict[str, int]] = {ds.name: {} for ds in dsets}
         for rnd in range(cfg.rounds):
             for ds in dsets:
                 t0 = time.monotonic()
-                got = measure_round(cfg, ds, spark, mode, keep=rnd == cfg.rounds - 1)
+                got = measure_round(cfg, ds, spark, mode, keep=rnd == cfg.rounds - 1, peaks=peaks[ds.name])
                 for tool, s in got.items():
                     raw[ds.name][tool].append(s)
                 brief = ", ".join(f"{t} {s.seconds:.2f}s" if isinstance(s, Sample) else f"{t} -"
