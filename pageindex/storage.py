@@ -122,11 +122,13 @@ class Source:
         """A writable view of the first `size` bytes of the spare buffer, or None while a view
         of it is still alive anywhere (ours, a slice, or an Arrow buffer made from one)."""
         with self._spare_lock:
+            spare = self._spare
             try:
                 # A bytearray refuses to change size while exported: the one reliable sign that
-                # someone still reads the bytes a new read would overwrite.
-                self._spare.append(0)
-                self._spare.pop()
+                # someone still reads the bytes a new read would overwrite. (Shrunk first, then
+                # grown back within its allocation: no reallocation, no copy.)
+                if spare:
+                    spare.append(spare.pop())
             except BufferError:
                 return None
             if len(self._spare) < size:
