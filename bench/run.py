@@ -263,15 +263,21 @@ def _sample(run: M.Run, what: str) -> Sample | str:
     return Sample(run.seconds, run.wall, run.maxrss, run.cpu, extra)
 
 
-def _primed(cfg: Config, peaks: dict[str, int], tool: str, args: list, fresh: Callable[[], None]) -> M.Run:
-    """A Python tool's run, primed with as much memory as its last peak RSS on this dataset (see
-    bench.worker._prime_memory). The first time, an untimed run learns that peak. `fresh` sets up
-    the input (and runs os.sync) before each run."""
+def _prime_mb(peak: int, writes: int) -> int:
+    return math.ceil((peak * 1.25 + writes) / 2**20)
+
+
+def _primed(cfg: Config, peaks: dict[str, int], tool: str, args: list, fresh: Callable[[], None],
+            writes: int = 0) -> M.Run:
+    """A Python tool's run, primed with as much memory as its last peak RSS on this dataset plus
+    the `writes` bytes of page cache the files it writes take (see bench.worker._prime_memory).
+    The first time, an untimed run learns that peak. `fresh` sets up the input (and runs
+    os.sync) before each run."""
     if tool not in peaks:
         fresh()
         peaks[tool] = M.worker(*args, cpus=cfg.cpus).maxrss
     fresh()
-    r = M.worker(*args, cpus=cfg.cpus, prime_mb=math.ceil(peaks[tool] * 1.25 / 2**20))
+    r = M.worker(*args, cpus=cfg.cpus, prime_mb=_prime_mb(peaks[tool], writes))
     if r.ok:
         peaks[tool] = r.maxrss
     return r
@@ -294,11 +300,14 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
     out["read_table"] = _sample(_primed(cfg, peaks, "read_table", ["read_table", src], os.sync), "read_table")
 
     dst = work / "cp.parquet"
+    size = os.path.getsize(src)
     os.sync()
+    M.worker("prime", cpus=cfg.cpus, prime_mb=_prime_mb(0, size))  # for the copy's page cache
     r = _shell('cp "$1" "$2"', src, str(dst), cpus=cfg.cpus)
     out["cp"] = _proc_sample(r, "cp")
     dst.unlink(missing_ok=True)
     os.sync()
+    M.worker("prime", cpus=cfg.cpus, prime_mb=_prime_mb(0, size))
     r = _shell('cp "$1" "$2" && sync "$2"', src, str(dst), cpus=cfg.cpus)
     out["cp_fsync"] = _proc_sample(r, "cp+fsync")
     dst.unlink(missing_ok=True)
@@ -312,7 +321,8 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
         def fresh_copy(copy: Path = copy) -> None:
             shutil.copyfile(src, copy)  # not timed
             os.sync()
-        out[tool] = _sample(_primed(cfg, peaks, tool, ["retrofit", copy, mode], fresh_copy), tool)
+        # In place: the committed copy is a whole new file.
+        out[tool] = _sample(_primed(cfg, peaks, tool, ["retrofit", copy, mode], fresh_copy, size), tool)
         if keep and isinstance(out[tool], Sample):
             os.replace(copy, OUT / f"{ds.name}.{tool}.parquet")
         else:
@@ -326,8 +336,8 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
         out[tool] = _sample(_primed(cfg, peaks, tool, ["retrofit", src, mode], os.sync), tool)
 
     pa_dst = OUT / f"{ds.name}.pa_rewrite.parquet"
-    out["pa_rewrite"] = _sample(_primed(cfg, peaks, "pa_rewrite", ["rewrite", src, pa_dst, ds.spec.kind], os.sync),
-                                "pyarrow rewrite")
+    out["pa_rewrite"] = _sample(_primed(cfg, peaks, "pa_rewrite", ["rewrite", src, pa_dst, ds.spec.kind], os.sync,
+                                        size), "pyarrow rewrite")
     if not keep:
         pa_dst.unlink(missing_ok=True)
 
