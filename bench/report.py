@@ -32,13 +32,15 @@ write-back does not land on the next one.
 
 Memory priming: each Python tool (read_table, retrofit, pyarrow rewrite) first touches and frees
 1.25x its peak RSS from its previous run on the dataset (the first time, an untimed run learns
-that peak), resets its `VmHWM`, then starts the timed operation. The bench machine is a VM that
+that peak), plus the size of the file it writes (retrofit in place, the rewrite: the new file's
+page cache is new memory too), resets its `VmHWM`, then starts the timed operation; cp and
+cp+fsync run right after a worker process that primes the file's size. The bench machine is a VM that
 hands freed memory back to its host (free page reporting), and the first touch of such memory
 costs the faulting process about 2 ms of CPU per MiB: unprimed, pyarrow `read_table` of
 numeric-200MB took 0.95-1.7 s after a few idle seconds, 0.44 s right after another process had
 freed memory; primed, 0.41-0.43 s every time. Without priming a tool's time depended on what ran
 before it, and tools that allocate much (pyarrow) were slowed the most. Spark's long-lived JVM
-keeps the heap it grew and is not primed; cat and cp allocate little.
+keeps the heap it grew and is not primed; cat allocates little.
 
 | column | command | timed part |
 | --- | --- | --- |

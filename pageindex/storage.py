@@ -131,9 +131,9 @@ class Source:
                     spare.append(spare.pop())
             except BufferError:
                 return None
-            if len(self._spare) < size:
-                self._spare = bytearray(size)
-            return memoryview(self._spare)[:size]
+            if len(spare) < size:
+                spare = self._spare = bytearray(size)
+            return memoryview(spare)[:size]
 
     def _drop_spare(self) -> None:
         with self._spare_lock:
