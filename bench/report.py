@@ -36,9 +36,9 @@ that peak), plus the size of the file it writes (retrofit in place, the rewrite:
 page cache is new memory too), resets its `VmHWM`, then starts the timed operation; cp and
 cp+fsync run right after a worker process that primes the file's size. The bench machine is a VM that
 hands freed memory back to its host (free page reporting), and the first touch of such memory
-costs the faulting process about 2 ms of CPU per MiB: unprimed, pyarrow `read_table` of
-numeric-200MB took 0.95-1.7 s after a few idle seconds, 0.44 s right after another process had
-freed memory; primed, 0.41-0.43 s every time. Without priming a tool's time depended on what ran
+costs the faulting process 1-2 ms of CPU per MiB: pyarrow `read_table` of numeric-200MB,
+after 6 idle seconds, took 1.20-1.55 s unprimed and 0.42-0.44 s primed
+(`python -m bench.prime_check`, bench/RESULTS-prime.md). Without priming a tool's time depended on what ran
 before it, and tools that allocate much (pyarrow) were slowed the most. Spark's long-lived JVM
 keeps the heap it grew and is not primed; cat allocates little.
 

@@ -41,9 +41,9 @@ def _prime_memory() -> None:
     """Touch and free BENCH_PRIME_MB MiB just before the timed operation, then reset VmHWM.
 
     On a VM that hands freed memory back to its host (free page reporting), the first touch of
-    such memory costs the faulting process about 2 ms per MiB: pyarrow's read_table of the
-    numeric 200 MB file took 1.5-1.7 s of CPU after a few idle seconds, 0.44 s right after another
-    process had freed memory. The page cache of a file written is such memory too. Primed with
+    such memory costs the faulting process 1-2 ms per MiB: pyarrow's read_table of the
+    numeric 200 MB file took 1.20-1.55 s after 6 idle seconds, 0.42-0.44 s primed
+    (`python -m bench.prime_check`, bench/RESULTS-prime.md). The page cache of a file written is such memory too. Primed with
     its own peak plus what it writes, every tool starts as on a machine that kept its memory,
     whatever ran before it."""
     mb = int(os.environ.get(PRIME_ENV) or 0)
