@@ -62,6 +62,11 @@ def decode_hybrid(streams: Sequence[tuple[bytes | memoryview, int]], max_level: 
     total = sum(count for _, count in streams)
     if total == 0:
         return np.zeros(0, dtype=np.int16)
+    runs = [_single_run(data, count, max_level) for data, count in streams if count]
+    if None not in runs:
+        # The common case (a page without nulls, or of a required group's leaf): each stream is
+        # one run of one level, and Arrow would be called only to repeat it.
+        return np.repeat(np.array(runs, dtype=np.int16), [count for _, count in streams if count])
     # A hybrid level stream is, byte for byte, a dictionary-index stream once the bit width
     # byte is put in front: Arrow then decodes the runs in C++ and looks each level up in a
     # dictionary of 0..max_level, which also rejects any level above it.
@@ -84,6 +89,26 @@ def decode_hybrid(streams: Sequence[tuple[bytes | memoryview, int]], max_level: 
     if len(column) != total:
         raise MalformedFileError(f"decoded {len(column)} levels, expected {total}")
     return column.to_numpy()
+
+
+def _single_run(data: bytes | memoryview, count: int, max_level: int) -> int | None:
+    """The level of a stream that starts with one RLE run of exactly `count` valid levels (what
+    follows is never read, as in Arrow), else None."""
+    header = shift = pos = 0
+    while True:
+        if pos == len(data) or pos == 5:
+            return None
+        byte = data[pos]
+        header |= (byte & 0x7F) << shift
+        pos += 1
+        shift += 7
+        if byte < 0x80:
+            break
+    width = (max_level.bit_length() + 7) // 8
+    if header & 1 or header >> 1 != count or len(data) < pos + width:
+        return None
+    level = int.from_bytes(data[pos : pos + width], "little")
+    return level if level <= max_level else None
 
 
 def _check(max_level: int, count: int) -> None:

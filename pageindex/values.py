@@ -1,14 +1,17 @@
 """Values of one column chunk, decoded by Arrow C++ from a synthesized single-chunk file whose
-schema carries physical types only (never an embedded ARROW:schema), built from validated parts.
+schema carries physical types only (never an embedded ARROW:schema), built from validated parts;
+values sections of PLAIN numbers are read in place instead (plain_values).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from functools import partial
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import plain_values
 from .compression import UNCOMPRESSED, decompress
 from .errors import MalformedFileError
 from .footer import ChunkMeta
@@ -114,11 +117,18 @@ SECTION_GROUP_BYTES = 4 << 20
 def decode_sections(chunk: ChunkMeta, head: SectionsHead, sections: list[ValueSection],
                     created_by: bytes | None, as_dictionary: bool, batch_bytes: int) -> pa.ChunkedArray:
     """The defined values of these sections, an Arrow chunk per run of whole sections of up to
-    SECTION_GROUP_BYTES. `sections` is emptied as it goes, so each run's bytes go once decoded:
-    the sections and the values they decode to are never all alive together."""
+    SECTION_GROUP_BYTES, and per section of PLAIN numbers (read in place). `sections` is emptied
+    as it goes, so each run's bytes go once decoded: the sections and the values they decode to
+    are never all alive together."""
     runs = sum(s.uncompressed_size for s in sections) > SECTION_GROUP_BYTES
     parts: list[pa.Array] = []
-    for group in _section_groups(sections):
+    ptype = chunk.leaf.physical_type
+    in_place = partial(plain_values.readable, ptype)
+    arrow_type = None
+    for group in _section_groups(sections, in_place):
+        if group and in_place(group[0]):
+            parts.append(plain_values.plain_values(ptype, chunk.codec, group.pop()))
+            continue
         if runs:
             # Return what the walk or the run before freed on the C heap: Arrow's pool is mapped
             # apart and would not reuse it.
@@ -129,25 +139,34 @@ def decode_sections(chunk: ChunkMeta, head: SectionsHead, sections: list[ValueSe
         column = decode(file, count, size, as_dictionary, batch_bytes)
         del file
         parts += column.chunks
-    return pa.chunked_array(parts, type=column.type)
+        arrow_type = column.type
+    return pa.chunked_array(parts, type=arrow_type or parts[0].type)
 
 
-def _section_groups(sections: list[ValueSection]) -> Iterator[list[ValueSection]]:
+def _section_groups(sections: list[ValueSection], alone: Callable[[ValueSection], bool]
+                    ) -> Iterator[list[ValueSection]]:
     """Empties `sections` front to back into runs of at most SECTION_GROUP_BYTES (a bigger
-    section runs alone), leaving out sections without values; at least one run, maybe empty."""
+    section, or one that is `alone`, runs by itself), leaving out sections without values; at
+    least one run, maybe empty."""
     sections.reverse()
     group: list[ValueSection] = []
     size = 0
+    runs = 0
     while sections:
         section = sections.pop()
         if not section.count:
             continue
-        if group and size + section.uncompressed_size > SECTION_GROUP_BYTES:
+        if group and (alone(section) or size + section.uncompressed_size > SECTION_GROUP_BYTES):
             yield group
-            group, size = [], 0
+            group, size, runs = [], 0, runs + 1
+        if alone(section):
+            yield [section]
+            runs += 1
+            continue
         group.append(section)
         size += section.uncompressed_size
-    yield group
+    if group or not runs:
+        yield group
 
 
 _FLAT_NAME = b"c"

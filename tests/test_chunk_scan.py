@@ -10,11 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex import chunk_scan, values
+from pageindex import chunk_scan, plain_values, values
 from pageindex.chunk_scan import needs_values, scan_chunk, scan_chunks
 from pageindex.column_order import order_for
 from pageindex.errors import MalformedFileError
 from pageindex.page_levels import needs_level_decoding
+from pageindex.page_walk import PLAIN
+from pageindex.plain_values import ARROW_TYPES
 from pageindex.retrofit import read_footer
 from pageindex.schema import PT
 from pageindex.storage import open_source
@@ -170,7 +172,11 @@ def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, 
                         lambda chunk, *a: flat_reads.append(chunk.leaf.dotted) or decode_sections(chunk, *a))
     monkeypatch.setattr(values, "synthesize_values",
                         lambda chunk, *a: runs.append(chunk.leaf.dotted) or synthesize_values(chunk, *a))
-    nested = 0
+    in_place = []
+    read_in_place = plain_values.plain_values
+    monkeypatch.setattr(plain_values, "plain_values",
+                        lambda ptype, codec, section: in_place.append(section) or read_in_place(ptype, codec, section))
+    nested = whole_runs = 0
     with open_source(str(path)) as source:
         footer = read_footer(source)
         for row in footer.chunks:
@@ -178,6 +184,9 @@ def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, 
                 if not needs_level_decoding(chunk) or scan.values is None:
                     continue
                 nested += 1
+                # Without a dictionary, numbers are all PLAIN and read in place: no Arrow run.
+                whole_runs += 0 if (chunk.leaf.physical_type in ARROW_TYPES and not dictionary
+                                    and len(scan.values)) else 1
                 got_values = scan.values
                 if pa.types.is_dictionary(got_values.type):
                     got_values = got_values.cast(got_values.type.value_type)
@@ -188,5 +197,7 @@ def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, 
                 want = [v.encode() if isinstance(v, str) else v for v in want]
                 assert got == want, chunk.leaf.dotted
     assert nested and len(flat_reads) == nested
+    # PLAIN numbers are read in place, so without a dictionary some chunks need no Arrow run.
+    assert bool(in_place) == (not dictionary) and all(s.encoding == PLAIN for s in in_place)
     # Small runs split every chunk of several pages; the default keeps these small chunks whole.
-    assert (len(runs) > 2 * nested) if group_bytes < 1000 else (len(runs) == nested)
+    assert (len(runs) > 2 * whole_runs) if group_bytes < 1000 else (len(runs) == whole_runs)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pageindex import levels
 from pageindex.errors import MalformedFileError
 from pageindex.levels import MAX_LEVEL, decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
 from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
@@ -126,6 +127,24 @@ def test_random_streams_match_encoder_and_reference(bit_width: int) -> None:
         assert decoded.dtype == np.int16
         assert decoded.tolist() == values[:count]
         assert decoded.tolist() == reference_decode(data, bit_width, count)
+
+
+@pytest.mark.parametrize("bit_width", [1, 2, 8, 9, 15])
+def test_single_runs_are_repeated_without_arrow(monkeypatch, bit_width: int) -> None:
+    """Streams that are one RLE run of exactly their count (bytes after it unread, as Arrow leaves
+    them) are decoded without Arrow, and equal the reference; any other stream goes to Arrow."""
+    top = (1 << bit_width) - 1
+    streams = [(rle_run(top, 5, bit_width), 5), (rle_run(0, 300, bit_width) + b"\xff\x07", 300),
+               (rle_run(top // 2, 1, bit_width), 1), (rle_run(1, 0, bit_width), 0)]
+    expected = sum((reference_decode(data, bit_width, count) for data, count in streams), [])
+    to_arrow = [(rle_run(1, 6, bit_width), 5), (packed_run([1] * 8, bit_width), 8),
+                (rle_run(1, 2, bit_width) + rle_run(1, 3, bit_width), 5)]
+    with_arrow = decode_hybrid(streams + to_arrow, top).tolist()
+    monkeypatch.setattr(levels.pq, "ParquetFile", None)
+    assert decode_hybrid(streams, top).tolist() == expected == with_arrow[: len(expected)]
+    for stream in to_arrow:
+        with pytest.raises(TypeError):
+            decode_hybrid([stream], top)
 
 
 def test_streams_decoded_together_equal_each_alone() -> None:
