@@ -34,6 +34,9 @@ class T(IntEnum):
 
 
 BOOL = T.TRUE
+# Type ids as plain ints, for the hot paths (an IntEnum member lookup costs more than the compare).
+(_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT,
+ _UUID) = range(14)
 _TYPES = tuple(T)  # by id, without the cost of an Enum lookup
 _VARINT_BYTES = {T.BYTE: 10, T.I16: 3, T.I32: 5, T.I64: 10}
 _INT_RANGES = {
@@ -42,6 +45,7 @@ _INT_RANGES = {
     T.I32: (-(1 << 31), (1 << 31) - 1),
     T.I64: (-(1 << 63), (1 << 63) - 1),
 }
+_INT_LIMITS = {int(t): (_VARINT_BYTES[t], *_INT_RANGES[t]) for t in _INT_RANGES}
 
 
 class Field(NamedTuple):
@@ -145,12 +149,17 @@ class _Reader:
             raise ThriftTruncatedError("thrift data ends early", offset=pos)
         raise self._fail("varint is too long")
 
-    def zigzag(self, ttype: T) -> int:
-        n = self.varint(_VARINT_BYTES[ttype])
+    def zigzag(self, ttype: int) -> int:
+        max_bytes, lo, hi = _INT_LIMITS[ttype]
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:  # most values fit in one byte
+            n = self.buf[pos]
+            self.pos = pos + 1
+        else:
+            n = self.varint(max_bytes)
         value = (n >> 1) ^ -(n & 1)
-        lo, hi = _INT_RANGES[ttype]
         if not lo <= value <= hi:
-            raise self._fail(f"{ttype.name} value {value} out of range")
+            raise self._fail(f"{_TYPES[ttype].name} value {value} out of range")
         return value
 
     def take(self, n: int) -> bytes:
@@ -174,27 +183,27 @@ class _Reader:
         return n
 
     def value(self, ttype: T, depth: int, in_container: bool) -> Any:
-        # Most frequent types first: this runs for every value of a footer.
-        if ttype == T.I32 or ttype == T.I64 or ttype == T.I16:
+        # Most frequent types first, compared as plain ints: this runs for every value of a footer.
+        if ttype == _I32 or ttype == _I64 or ttype == _I16:
             return self.zigzag(ttype)
-        if ttype == T.BINARY:
+        if ttype == _BINARY:
             return self.take(self.varint(5))
-        if ttype == T.TRUE or ttype == T.FALSE:
-            return self.byte() == 1 if in_container else ttype == T.TRUE
-        if ttype == T.BYTE:
+        if ttype == _TRUE or ttype == _FALSE:
+            return self.byte() == 1 if in_container else ttype == _TRUE
+        if ttype == _BYTE:
             b = self.byte()
             return b - 256 if b > 127 else b
-        if ttype == T.DOUBLE:
+        if ttype == _DOUBLE:
             return struct.unpack("<d", self.take(8))[0]
-        if ttype == T.UUID:
+        if ttype == _UUID:
             return self.take(16)
         if depth >= MAX_DEPTH:
             raise self._fail(f"nesting deeper than {MAX_DEPTH}")
-        if ttype == T.STRUCT:
+        if ttype == _STRUCT:
             return self.struct(depth + 1)
-        if ttype == T.LIST or ttype == T.SET:
-            return self.list(ttype == T.SET, depth + 1)
-        if ttype == T.MAP:
+        if ttype == _LIST or ttype == _SET:
+            return self.list(ttype == _SET, depth + 1)
+        if ttype == _MAP:
             return self.map(depth + 1)
         raise self._fail(f"unknown thrift type {int(ttype)}")
 
@@ -236,17 +245,18 @@ class _Reader:
         while True:
             header = self.byte()
             ftype = header & 0x0F
-            if ftype == T.STOP:
+            if ftype == _STOP:
                 return Struct(tuple(fields))
             delta = header >> 4
-            field_id = last_id + delta if delta else zigzag(T.I16)
-            if ftype > T.UUID:
+            field_id = last_id + delta if delta else zigzag(_I16)
+            if ftype > _UUID:
                 raise self._fail(f"invalid field type {ftype} for field {field_id}")
-            ttype = _TYPES[ftype]
-            if ftype == T.FALSE:
+            if ftype == _I32 or ftype == _I64:
+                append(Field(field_id, _TYPES[ftype], zigzag(ftype)))
+            elif ftype == _FALSE:
                 append(Field(field_id, T.TRUE, False))
             else:
-                append(Field(field_id, ttype, value(ttype, depth, False)))
+                append(Field(field_id, _TYPES[ftype], value(ftype, depth, False)))
             last_id = field_id
 
 
@@ -275,26 +285,26 @@ class _Writer:
         self.varint((n << 1) ^ (n >> 63))
 
     def value(self, ttype: T, value: Any, in_container: bool) -> None:
-        if ttype == T.I32 or ttype == T.I64 or ttype == T.I16:
+        if ttype == _I32 or ttype == _I64 or ttype == _I16:
             self.zigzag(value)
-        elif ttype == T.BYTE:
+        elif ttype == _BYTE:
             self.out.append(value & 0xFF)
-        elif ttype == T.BINARY:
+        elif ttype == _BINARY:
             data = value.encode() if isinstance(value, str) else value
             self.varint(len(data))
             self.out += data
-        elif ttype == T.STRUCT:
+        elif ttype == _STRUCT:
             self.struct(value)
-        elif ttype == T.TRUE or ttype == T.FALSE:
+        elif ttype == _TRUE or ttype == _FALSE:
             if in_container:
                 self.out.append(1 if value else 2)
-        elif ttype == T.LIST or ttype == T.SET:
+        elif ttype == _LIST or ttype == _SET:
             self.list(value)
-        elif ttype == T.DOUBLE:
+        elif ttype == _DOUBLE:
             self.out += struct.pack("<d", value)
-        elif ttype == T.UUID:
+        elif ttype == _UUID:
             self.out += value
-        elif ttype == T.MAP:
+        elif ttype == _MAP:
             self.map(value)
         else:
             raise ValueError(f"cannot encode thrift type {ttype}")
@@ -307,8 +317,14 @@ class _Writer:
         else:
             self.out.append(0xF0 | etype)
             self.varint(n)
+        if etype == _I32 or etype == _I64:
+            varint = self.varint
+            for item in value.items:
+                varint((item << 1) ^ (item >> 63))
+            return
+        encode = self.value
         for item in value.items:
-            self.value(value.elem_type, item, True)
+            encode(etype, item, True)
 
     def map(self, value: TMap) -> None:
         self.varint(len(value.items))
@@ -322,17 +338,20 @@ class _Writer:
         out, encode = self.out, self.value
         last_id = 0
         for field_id, ftype, fvalue in value.fields:
-            if ftype == T.TRUE or ftype == T.FALSE:
-                ftype = T.TRUE if fvalue else T.FALSE
+            if ftype == _TRUE or ftype == _FALSE:
+                ftype = _TRUE if fvalue else _FALSE
             delta = field_id - last_id
             if 0 < delta <= 15:
                 out.append((delta << 4) | ftype)
             else:
                 out.append(ftype)
                 self.zigzag(field_id)
-            encode(ftype, fvalue, False)
+            if ftype == _I32 or ftype == _I64:
+                self.varint((fvalue << 1) ^ (fvalue >> 63))
+            else:
+                encode(ftype, fvalue, False)
             last_id = field_id
-        out.append(T.STOP)
+        out.append(_STOP)
 
 
 def encode_struct(value: Struct) -> bytes:
