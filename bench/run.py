@@ -381,7 +381,9 @@ def summarize(samples: list[Sample | str]) -> dict:
     cpus = [s.cpu for s in good if s.cpu is not None]
     return {"median": statistics.median(secs), "all": secs, "walls": [s.wall for s in good],
             "cpu_median": statistics.median(cpus) if cpus else None, "cpu_all": cpus,
-            "peak_rss": max(rss) if rss else None, "extra": extra, "errors": errors}
+            "peak_rss": max(rss) if rss else None, "extra": extra, "errors": errors,
+            # Per round, unlike `extra` (the last round's): the kernel's memory work explains outliers.
+            "memory_work_all": [s.extra.get("memory_work") for s in good]}
 
 
 def index_sizes(cfg: Config, ds: D.Dataset) -> dict:
