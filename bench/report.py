@@ -228,6 +228,30 @@ def _facts_table(f: dict, results: dict) -> list[str]:
     return lines
 
 
+SYSTEM_TOOLS = ("read_table", "retrofit", "retrofit_dry", "retrofit_trust", "retrofit_trust_dry", "pa_rewrite")
+
+
+def _system_cpu(results: dict) -> list[str]:
+    """System CPU per round of the Python tools: where the kernel's work (page faults on fresh
+    memory, the in-kernel copy of a commit, write-back) goes. Rounds without it (older runs) are
+    left out."""
+    rows = []
+    for name, tr in results["tools"].items():
+        cells = []
+        for tool in SYSTEM_TOOLS:
+            work = [w for w in tr.get(tool, {}).get("memory_work_all") or [] if w]
+            cells.append(" / ".join(f"{w['system_cpu']:.2f}" for w in work) or "-")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    if all(set(r.split(" | ")[1:-1]) <= {"-"} for r in rows):
+        return []
+    return ["## System CPU seconds (each round)", "",
+            "The kernel's share of the CPU seconds above, per round in round order, from the "
+            "worker's getrusage. results.json also keeps each round's page faults and the system's "
+            "direct-reclaim, compaction-stall and huge-page-fault counts (`memory_work_all`).", "",
+            "| dataset | " + " | ".join(TOOL_LABELS[t] for t in SYSTEM_TOOLS) + " |",
+            "| --- |" + " ---: |" * len(SYSTEM_TOOLS), *rows, ""]
+
+
 def render(results: dict) -> tuple[str, str]:
     f = results["facts"]
     out = [f"# pageindex benchmark results ({'quick' if 'quick' in f['make_target'] else 'full'})", "",
@@ -283,6 +307,7 @@ def render(results: dict) -> tuple[str, str]:
     for name, tr in results["tools"].items():
         out.append(f"| {name} | " + " | ".join(fmt_s(tr.get(t, {}).get("cpu_median")) for t in tools) + " |")
     out.append("")
+    out += _system_cpu(results)
 
     out += ["## Ratios", "",
             "| dataset | pyarrow rewrite / retrofit | Spark rewrite / retrofit | retrofit / read_table | "

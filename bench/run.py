@@ -155,7 +155,7 @@ def machine_facts(cfg: Config) -> dict:
                 mem = f"{int(line.split()[1]) / (1 << 20):.1f} GiB"
     except OSError:
         pass
-    fs = _cmd(["stat", "-f", "-c", "%T", str(BENCH)])
+    fs = _cmd(["findmnt", "-no", "FSTYPE", "-T", str(BENCH)])  # stat -f names ext4 "ext2/ext3"
     dirty = _cmd(["git", "status", "--porcelain"])
     return {
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
