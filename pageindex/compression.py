@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.thrift import uleb128
 
 UNCOMPRESSED = 0
 _CODEC_NAMES = ("UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW")
@@ -65,14 +66,10 @@ def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> 
 def _snappy(data: bytes | memoryview, size: int) -> bytes:
     # pyarrow's one-shot decode discards the real output length, but snappy states it in a
     # varint preamble and verifies the stream against it.
-    declared, shift = 0, 0
-    for byte in bytes(data[:5]):
-        declared |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            break
-    else:
+    preamble = uleb128(data, 0, 5)
+    if preamble is None:
         raise MalformedFileError("snappy length preamble is truncated or too long")
+    declared = preamble[0]
     if declared != size:
         raise MalformedFileError(f"SNAPPY page declares {declared} bytes, header says {size}")
     return pa.Codec("snappy").decompress(data, size, asbytes=True)

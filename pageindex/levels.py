@@ -15,7 +15,7 @@ from .compression import UNCOMPRESSED
 from .page_walk import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY
 from .schema import PT, REQUIRED, SE
 from .synthetic import MAGIC, arrow_errors, column_chunk, one_row_group_file
-from .thrift import Field, Struct, T, encode_struct
+from .thrift import Field, Struct, T, encode_struct, uleb128
 
 MAX_LEVEL = np.iinfo(np.int16).max
 
@@ -94,16 +94,10 @@ def decode_hybrid(streams: Sequence[tuple[bytes | memoryview, int]], max_level: 
 def _single_run(data: bytes | memoryview, count: int, max_level: int) -> int | None:
     """The level of a stream that starts with one RLE run of exactly `count` valid levels (what
     follows is never read, as in Arrow), else None."""
-    header = shift = pos = 0
-    while True:
-        if pos == len(data) or pos == 5:
-            return None
-        byte = data[pos]
-        header |= (byte & 0x7F) << shift
-        pos += 1
-        shift += 7
-        if byte < 0x80:
-            break
+    run = uleb128(data, 0, 5)
+    if run is None:
+        return None
+    header, pos = run
     width = (max_level.bit_length() + 7) // 8
     if header & 1 or header >> 1 != count or len(data) < pos + width:
         return None

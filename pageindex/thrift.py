@@ -134,6 +134,9 @@ class _Reader:
 
     def varint(self, max_bytes: int = 10) -> int:
         buf, start, end = self.buf, self.pos, self.end
+        if start < end and buf[start] < 0x80:  # most varints are one byte
+            self.pos = start + 1
+            return buf[start]
         pos, stop = start, min(start + max_bytes, end)
         result = shift = 0
         while pos < stop:
@@ -151,12 +154,7 @@ class _Reader:
 
     def zigzag(self, ttype: int) -> int:
         max_bytes, lo, hi = _INT_LIMITS[ttype]
-        pos = self.pos
-        if pos < self.end and self.buf[pos] < 0x80:  # most values fit in one byte
-            n = self.buf[pos]
-            self.pos = pos + 1
-        else:
-            n = self.varint(max_bytes)
+        n = self.varint(max_bytes)
         value = (n >> 1) ^ -(n & 1)
         if not lo <= value <= hi:
             raise self._fail(f"{_TYPES[ttype].name} value {value} out of range")
@@ -182,7 +180,7 @@ class _Reader:
             )
         return n
 
-    def value(self, ttype: T, depth: int, in_container: bool) -> Any:
+    def value(self, ttype: int, depth: int, in_container: bool) -> Any:
         # Most frequent types first, compared as plain ints: this runs for every value of a footer.
         if ttype == _I32 or ttype == _I64 or ttype == _I16:
             return self.zigzag(ttype)
@@ -260,6 +258,19 @@ class _Reader:
             last_id = field_id
 
 
+def uleb128(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int] | None:
+    """The unsigned varint at buf[pos] and the position after it; None if it is cut off or
+    longer than `max_bytes` (for varints outside thrift: snappy's length, RLE run headers)."""
+    value = shift = 0
+    for i in range(pos, min(pos + max_bytes, len(buf))):
+        byte = buf[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    return None
+
+
 def decode_struct(
     buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
 ) -> tuple[Struct, int]:
@@ -318,9 +329,9 @@ class _Writer:
             self.out.append(0xF0 | etype)
             self.varint(n)
         if etype == _I32 or etype == _I64:
-            varint = self.varint
+            zigzag = self.zigzag
             for item in value.items:
-                varint((item << 1) ^ (item >> 63))
+                zigzag(item)
             return
         encode = self.value
         for item in value.items:
@@ -347,7 +358,7 @@ class _Writer:
                 out.append(ftype)
                 self.zigzag(field_id)
             if ftype == _I32 or ftype == _I64:
-                self.varint((fvalue << 1) ^ (fvalue >> 63))
+                self.zigzag(fvalue)
             else:
                 encode(ftype, fvalue, False)
             last_id = field_id

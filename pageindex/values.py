@@ -123,10 +123,9 @@ def decode_sections(chunk: ChunkMeta, head: SectionsHead, sections: list[ValueSe
     runs = sum(s.uncompressed_size for s in sections) > SECTION_GROUP_BYTES
     parts: list[pa.Array] = []
     ptype = chunk.leaf.physical_type
-    in_place = partial(plain_values.readable, ptype)
     arrow_type = None
-    for group in _section_groups(sections, in_place):
-        if group and in_place(group[0]):
+    for group, in_place in _section_groups(sections, partial(plain_values.readable, ptype)):
+        if in_place:
             parts.append(plain_values.plain_values(ptype, chunk.codec, group.pop()))
             continue
         if runs:
@@ -144,29 +143,30 @@ def decode_sections(chunk: ChunkMeta, head: SectionsHead, sections: list[ValueSe
 
 
 def _section_groups(sections: list[ValueSection], alone: Callable[[ValueSection], bool]
-                    ) -> Iterator[list[ValueSection]]:
+                    ) -> Iterator[tuple[list[ValueSection], bool]]:
     """Empties `sections` front to back into runs of at most SECTION_GROUP_BYTES (a bigger
     section, or one that is `alone`, runs by itself), leaving out sections without values; at
-    least one run, maybe empty."""
+    least one run, maybe empty. Each run comes with whether it is an `alone` section."""
     sections.reverse()
     group: list[ValueSection] = []
     size = 0
-    runs = 0
+    yielded = False
     while sections:
         section = sections.pop()
         if not section.count:
             continue
-        if group and (alone(section) or size + section.uncompressed_size > SECTION_GROUP_BYTES):
-            yield group
-            group, size, runs = [], 0, runs + 1
-        if alone(section):
-            yield [section]
-            runs += 1
+        solo = alone(section)
+        if group and (solo or size + section.uncompressed_size > SECTION_GROUP_BYTES):
+            yield group, False
+            group, size, yielded = [], 0, True
+        if solo:
+            yield [section], True
+            yielded = True
             continue
         group.append(section)
         size += section.uncompressed_size
-    if group or not runs:
-        yield group
+    if group or not yielded:
+        yield group, False
 
 
 _FLAT_NAME = b"c"
