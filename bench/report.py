@@ -236,13 +236,15 @@ def _system_cpu(results: dict) -> list[str]:
     memory, the in-kernel copy of a commit, write-back) goes. Rounds without it (older runs) are
     left out."""
     rows = []
+    measured = False
     for name, tr in results["tools"].items():
         cells = []
         for tool in SYSTEM_TOOLS:
             work = [w for w in tr.get(tool, {}).get("memory_work_all") or [] if w]
+            measured = measured or bool(work)
             cells.append(" / ".join(f"{w['system_cpu']:.2f}" for w in work) or "-")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    if all(set(r.split(" | ")[1:-1]) <= {"-"} for r in rows):
+    if not measured:
         return []
     return ["## System CPU seconds (each round)", "",
             "The kernel's share of the CPU seconds above, per round in round order, from the "

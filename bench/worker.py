@@ -61,9 +61,9 @@ def _prime_memory() -> None:
         f.write("5")  # VmHWM := VmRSS, so the priming is not the peak reported
 
 
-# System-wide counters of direct reclaim, compaction and huge-page faults, read around each
-# timed operation: they tell an outlier caused by the kernel's memory work from one caused by
-# the tool. Not shown in the tables; kept in results.json.
+# System-wide counters of direct reclaim, compaction, huge-page faults and page-cache refaults,
+# read around each timed operation: they tell an outlier caused by the kernel's memory work from
+# one caused by the tool. Not shown in the tables; kept in results.json.
 VMSTAT_KEYS = ("allocstall_normal", "allocstall_movable", "pgscan_direct", "compact_stall",
                "thp_fault_alloc", "thp_fault_fallback", "workingset_refault_file")
 
