@@ -120,7 +120,11 @@ def _located(source: Source, chunk: ChunkMeta, step: Callable[[], T]) -> T:
 
 
 def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Walked:
-    pages = walk_chunk(source, chunk, footer.footer_start)
+    # A big flat chunk is walked through a window: its levels need no page bytes, and its
+    # values are most likely streamed, so reading it whole would fault in fresh memory for nothing.
+    windowed = (source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES
+                and not needs_level_decoding(chunk))
+    pages = walk_chunk(source, chunk, footer.footer_start, window=WALK_WINDOW if windowed else None)
     if needs_level_decoding(chunk):
         levels, sections = nested_levels(chunk, pages, keep_values=decode)
     else:
@@ -130,6 +134,11 @@ def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Wa
     if rows != expected:
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
     decode = decode and levels.split_record_page is None
+    if decode and sections is None and _stream(source, pages):
+        pages = pages.stored(source)
+        source.drop_spare()  # Arrow reads the pages again while it decodes: nothing else is held
+    elif decode and sections is None:
+        pages = pages.loaded()
     return _Walked(chunk, pages, levels, decode, sections if decode else None)
 
 
@@ -144,9 +153,8 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
     if len(batch) == 1:
         w, first = batch.pop(), walked[0]
         if w.sections is None:
-            pages = w.pages.stored(source) if _stream(source, w) else w.pages
-            file = synthesize([bare_path(w.chunk)], [(w.chunk, pages)], rows, created_by)
-            del pages, w
+            file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
+            del w
             step = partial(decode, file, rows, first.decoded_bytes, first.as_dictionary, first.batch_bytes)
             del file
         else:
@@ -184,14 +192,16 @@ def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Itera
 # Local chunks this big are read again from the page cache while Arrow decodes them rather than
 # held: the copy costs less than having the chunk and its decoded values in memory together.
 STREAM_CHUNK_BYTES = 32 << 20
+# Bytes read at a time by a windowed walk (into memory the source reuses, see read_view).
+WALK_WINDOW = 8 << 20
 # Arrow reads a streamed chunk page by page, a Python call each: a chunk of small pages is held
 # instead (the bench's scale case of 40,000 pages of 900 bytes peaked at 372 MiB streamed, 250 held).
 STREAM_PAGE_BYTES = 64 << 10
 
 
-def _stream(source: Source, walked: _Walked) -> bool:
-    size = len(walked.pages.data)
-    return source.local and size >= STREAM_CHUNK_BYTES and size >= STREAM_PAGE_BYTES * len(walked.pages.pages)
+def _stream(source: Source, pages: ChunkPages) -> bool:
+    size = len(pages.data)
+    return source.local and size >= STREAM_CHUNK_BYTES and size >= STREAM_PAGE_BYTES * len(pages.pages)
 
 
 def _finish(walked: _Walked, array: pa.ChunkedArray) -> ChunkScan:

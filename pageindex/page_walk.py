@@ -16,6 +16,9 @@ DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
 PLAIN, PLAIN_DICTIONARY, RLE, BIT_PACKED, RLE_DICTIONARY = 0, 2, 3, 4, 8
 # One page may not claim more than this many uncompressed bytes (guards allocation).
 MAX_PAGE_BYTES = 1 << 31
+# A windowed walk moves its window on when fewer bytes than this are left for the next page
+# header (headers carry statistics, so they are not all small, but are rarely bigger).
+HEADER_ROOM = 64 << 10
 
 
 class PH:
@@ -81,10 +84,18 @@ class ChunkPages:
         """The page list alone, once the bytes have been handed on (frees them early)."""
         return replace(self, data=b"")
 
+    @property
+    def is_stored(self) -> bool:
+        return isinstance(self.data, StoredRange)
+
     def stored(self, source: Source) -> "ChunkPages":
         """The same pages with their bytes left on storage, to be read again by whoever slices
         them (a synthesized file for Arrow): body and raw no longer work."""
-        return replace(self, data=source.stored(self.start, len(self.data)))
+        return self if self.is_stored else replace(self, data=source.stored(self.start, len(self.data)))
+
+    def loaded(self) -> "ChunkPages":
+        """The same pages with their bytes in memory (read now if they were left on storage)."""
+        return replace(self, data=self.data[:]) if self.is_stored else self
 
     def body(self, page: Page) -> memoryview:
         begin = page.offset - self.start + page.header_size
@@ -95,15 +106,20 @@ class ChunkPages:
         return memoryview(self.data)[begin : begin + page.size]
 
 
-def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = True) -> ChunkPages:
-    """Read `chunk` and walk its pages; `limit` is the first byte that cannot belong to it."""
+def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = True,
+               window: int | None = None) -> ChunkPages:
+    """Read `chunk` and walk its pages; `limit` is the first byte that cannot belong to it.
+    With a `window`, the chunk is read that many bytes at a time (more for a bigger page), into
+    memory the source reuses (read_view), and its bytes are left on storage (ChunkPages.stored):
+    for a chunk too big to hold."""
     try:
-        return _walk(source, chunk, limit, verify_crc)
+        return _walk(source, chunk, limit, verify_crc, window)
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
-def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> ChunkPages:
+def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool, window: int | None
+          ) -> ChunkPages:
     start = chunk.start
     if chunk.num_values == 0:
         return ChunkPages(start, b"", None, (), False)
@@ -111,18 +127,26 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
         raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
     declared_end = min(start + chunk.total_compressed_size, limit)
     # Kept as read (no copy); extended only for the rare undersized-chunk quirk.
-    data = source.read_view(start, declared_end - start)
-    pos = 0
+    data = source.read_view(start, min(declared_end - start, window or declared_end - start))
+    base = pos = start  # file offsets of data[0] and of the next page
     values = 0
     dictionary: Page | None = None
     pages: list[Page] = []
     while values < chunk.num_values:
-        page, _, data = decode_page_header(source, data, start, start + pos, limit)
+        if window is not None and base < pos and base + len(data) < min(pos + HEADER_ROOM, declared_end):
+            # A new window before a header is cut off: growing a window would copy it.
+            del data  # the source reuses its buffer only once no view of it is left
+            base, data = pos, source.read_view(pos, min(window, declared_end - pos))
+        page, _, data = decode_page_header(source, data, base, pos, limit)
         end = pos + page.size
-        if end > len(data):
-            data = bytes(data) + source.read(start + len(data), end - len(data))
+        if end > base + len(data):
+            if window is None:
+                data = bytes(data) + source.read(base + len(data), end - base - len(data))
+            else:
+                del data
+                base, data = pos, source.read_view(pos, max(page.size, min(window, declared_end - pos)))
         if verify_crc:
-            _check_crc(page, memoryview(data)[pos + page.header_size : end])
+            _check_crc(page, memoryview(data)[end - base - page.compressed_size : end - base])
         if page.kind == DICTIONARY_PAGE:
             if pages or dictionary is not None:
                 raise MalformedFileError("dictionary page after the first page", offset=page.offset)
@@ -135,9 +159,11 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool) -> Chu
         raise MalformedFileError(
             f"pages hold {values} values but the chunk metadata says {chunk.num_values}"
         )
-    too_small = pos > chunk.total_compressed_size
-    return ChunkPages(start, data if pos == len(data) else data[:pos], dictionary, tuple(pages),
-                      too_small)
+    too_small = pos - start > chunk.total_compressed_size
+    if window is not None:
+        return ChunkPages(start, source.stored(start, pos - start), dictionary, tuple(pages), too_small)
+    return ChunkPages(start, data if pos - start == len(data) else data[:pos - start], dictionary,
+                      tuple(pages), too_small)
 
 
 def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, offset: int, limit: int,

@@ -107,7 +107,7 @@ class Source:
         most REUSE_MAX_BYTES held between reads."""
         end = min(offset + length, self.size)
         if end - offset > REUSE_MAX_BYTES:
-            self._drop_spare()  # this read's bytes are held fresh; the spare must not add to them
+            self.drop_spare()  # this read's bytes are held fresh; the spare must not add to them
         if not (self._local and REUSE_MIN_BYTES <= end - offset <= REUSE_MAX_BYTES):
             return self.read(offset, length, purpose)
         view = self._take_spare(end - offset)
@@ -135,7 +135,8 @@ class Source:
                 spare = self._spare = bytearray(size)
             return memoryview(spare)[:size]
 
-    def _drop_spare(self) -> None:
+    def drop_spare(self) -> None:
+        """Free the buffer read_view reuses (it is made again on the next read that needs it)."""
         with self._spare_lock:
             self._spare = bytearray()
 
@@ -144,7 +145,7 @@ class Source:
         return StoredRange(self, offset, length)
 
     def close(self) -> None:
-        self._drop_spare()
+        self.drop_spare()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

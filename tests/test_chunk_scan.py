@@ -85,7 +85,8 @@ def test_page_bytes_are_released_after_decoding(tmp_path):
 def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch):
     """A local chunk of at least STREAM_CHUNK_BYTES, in pages of STREAM_PAGE_BYTES on average, is
     not held while Arrow decodes it: Arrow streams its pages from the file again, and they decode
-    to the same values and counts."""
+    to the same values and counts. A flat one is walked through windows of WALK_WINDOW bytes:
+    no read takes more than a window or a page."""
     path = _write(tmp_path / "s.parquet", random_table(9, 3000, kinds=ALL_KINDS))
     streamed = []
     original = chunk_scan.decode
@@ -98,14 +99,34 @@ def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch)
         assert streamed and not any(streamed)
         streamed.clear()
         monkeypatch.setattr(chunk_scan, "STREAM_CHUNK_BYTES", 1)
+        monkeypatch.setattr(chunk_scan, "WALK_WINDOW", 4096)
         for chunk, decode in requests:
             scan_chunk(source, footer, chunk, decode)
         assert streamed and not any(streamed)  # pages of 2 KiB: held, not streamed one by one
         streamed.clear()
         before = source.stats.bytes_read
         monkeypatch.setattr(chunk_scan, "STREAM_PAGE_BYTES", 1)
+        walk_reads = {}
+        walk = chunk_scan.walk_chunk
+
+        def recorded_walk(source, chunk, *args, **kwargs):
+            first = len(source.stats.ranges)
+            pages = walk(source, chunk, *args, **kwargs)
+            walk_reads[chunk.start] = [length for _, length, _ in source.stats.ranges[first:]]
+            return pages
+        monkeypatch.setattr(chunk_scan, "walk_chunk", recorded_walk)
         again = [scan_chunk(source, footer, chunk, decode) for chunk, decode in requests]
         assert streamed and all(streamed)
+        windowed = 0
+        for (chunk, _), scan in zip(requests, again):
+            pages = scan.pages.pages + ((scan.pages.dictionary,) if scan.pages.dictionary else ())
+            most = max(4096, *(p.size for p in pages))  # a window, or a page bigger than that
+            if needs_level_decoding(chunk):
+                assert walk_reads[chunk.start] == [chunk.total_compressed_size]
+            elif chunk.total_compressed_size > most:
+                assert max(walk_reads[chunk.start]) <= most
+                windowed += 1
+        assert windowed
         # The streamed chunks' pages were read twice: once walked, once decoded.
         assert source.stats.bytes_read - before > read_once
     for a, b in zip(held, again):

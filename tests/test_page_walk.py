@@ -32,10 +32,10 @@ from tests.helpers.tables import page_headers
 DATA = "parquet-testing/data/"
 
 
-def walk_all(path, verify_crc: bool = True) -> dict:
+def walk_all(path, verify_crc: bool = True, window: int | None = None) -> dict:
     with open_source(str(path)) as s:
         footer = read_footer(s)
-        return {(c.row_group, c.leaf.dotted): (c, walk_chunk(s, c, footer.footer_start, verify_crc))
+        return {(c.row_group, c.leaf.dotted): (c, walk_chunk(s, c, footer.footer_start, verify_crc, window))
                 for row in footer.chunks for c in row}
 
 
@@ -79,6 +79,27 @@ def test_matches_writer_offset_index(path):
         assert [(p.offset, p.size) for p in pages] == [(l.offset, l.compressed_page_size) for l in oi.pages]
 
 
+WINDOWED = [corpus_path(r) for r in corpus_rows("candidate")
+            if "overflow_i16" not in r["path"]]  # its 40,000 pages: test_overflow_i16_page_count
+
+
+@pytest.mark.parametrize("path", WINDOWED + [corpus_path(DATA + "nation.dict-malformed.parquet")],
+                         ids=lambda p: p.name)
+def test_windowed_walk_matches_whole_walk(path):
+    """Walked through windows (of 1 byte: every page read on its own; of 100 bytes: headers cut
+    off at a window's end), a chunk has the same pages as walked whole, and its bytes are left
+    on storage, where they equal the bytes read whole."""
+    whole = walk_all(path)
+    for window in (1, 100):
+        for key, (chunk, pages) in walk_all(path, window=window).items():
+            held = whole[key][1]
+            assert (pages.dictionary, pages.pages, pages.start) == (held.dictionary, held.pages, held.start)
+            assert pages.metadata_too_small == held.metadata_too_small
+            if chunk.num_values:
+                assert pages.is_stored and not held.is_stored
+                assert bytes(pages.loaded().data) == bytes(held.data)
+
+
 def test_dict_page_offset_zero():
     path = corpus_path(DATA + "dict-page-offset-zero.parquet")
     ((chunk, pages),) = walk_all(path).values()
@@ -119,6 +140,8 @@ def test_corrupt_crc(name):
         walk_all(path)
     assert err.value.path and name in err.value.path
     assert err.value.row_group == 0 and err.value.column is not None and err.value.offset is not None
+    with pytest.raises(MalformedFileError, match="CRC"):
+        walk_all(path, window=100)
     walk_all(path, verify_crc=False)  # without the check the structure itself is fine
 
 
@@ -127,6 +150,7 @@ def test_corrupt_crc(name):
                                   "plain-dict-uncompressed-checksum.parquet",
                                   "rle-dict-snappy-checksum.parquet"])
 def test_good_crc(name):
+    walk_all(corpus_path(DATA + name), window=100)
     walked = walk_all(corpus_path(DATA + name))
     crcs = [p.header.get(4) for _, pages in walked.values()
             for p in ((pages.dictionary,) if pages.dictionary else ()) + pages.pages]
