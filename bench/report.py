@@ -232,8 +232,8 @@ SYSTEM_TOOLS = ("read_table", "retrofit", "retrofit_dry", "retrofit_trust", "ret
 
 
 def _system_cpu(results: dict) -> list[str]:
-    """System CPU per round of the Python tools: where the kernel's work (page faults on fresh
-    memory, the in-kernel copy of a commit, write-back) goes. Rounds without it (older runs) are
+    """System CPU and minor faults per round of the Python tools: where the kernel's work (page
+    faults on fresh memory, the in-kernel copy of a commit, write-back) goes. Rounds without it (older runs) are
     left out."""
     rows = []
     measured = False
@@ -242,13 +242,15 @@ def _system_cpu(results: dict) -> list[str]:
         for tool in SYSTEM_TOOLS:
             work = [w for w in tr.get(tool, {}).get("memory_work_all") or [] if w]
             measured = measured or bool(work)
-            cells.append(" / ".join(f"{w['system_cpu']:.2f}" for w in work) or "-")
+            cells.append(" / ".join(f"{w['system_cpu']:.2f} ({w['minor_faults'] / 1000:.0f}k)" for w in work)
+                         or "-")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     if not measured:
         return []
-    return ["## System CPU seconds (each round)", "",
-            "The kernel's share of the CPU seconds above, per round in round order, from the "
-            "worker's getrusage. results.json also keeps each round's page faults and the system's "
+    return ["## System CPU seconds and minor page faults (each round)", "",
+            "The kernel's share of the CPU seconds above, per round in round order, and in "
+            "parentheses the thousands of minor page faults (fresh memory touched), from the "
+            "worker's getrusage. results.json also keeps each round's major faults and the system's "
             "direct-reclaim, compaction-stall and huge-page-fault counts (`memory_work_all`).", "",
             "| dataset | " + " | ".join(TOOL_LABELS[t] for t in SYSTEM_TOOLS) + " |",
             "| --- |" + " ---: |" * len(SYSTEM_TOOLS), *rows, ""]
