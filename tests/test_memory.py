@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from pageindex import memory
@@ -29,3 +31,19 @@ def test_trim_heap_returns_holes_between_live_allocations():
     after_free = _rss_mib()
     memory.trim_heap()
     assert after_free - _rss_mib() > 100, (before, after_free, _rss_mib())
+
+
+def test_release_memory_hands_arrow_memory_back_after_big_chunks_only():
+    def touch_and_free() -> int:
+        buffers = [pa.allocate_buffer(8 << 20) for _ in range(16)]
+        for buffer in buffers:
+            np.frombuffer(buffer, dtype=np.uint8)[:] = 1
+        del buffers, buffer
+        return _rss_mib()
+
+    after_free = touch_and_free()
+    memory.release_memory(memory.RELEASE_AFTER_BYTES - 1)
+    assert after_free - _rss_mib() < 32  # kept for the next small chunk
+    after_free = touch_and_free()
+    memory.release_memory(memory.RELEASE_AFTER_BYTES)
+    assert after_free - _rss_mib() > 100
