@@ -233,8 +233,8 @@ SYSTEM_TOOLS = ("read_table", "retrofit", "retrofit_dry", "retrofit_trust", "ret
 
 def _system_cpu(results: dict) -> list[str]:
     """System CPU and minor faults per round of the Python tools: where the kernel's work (page
-    faults on fresh memory, the in-kernel copy of a commit, write-back) goes. Rounds without it (older runs) are
-    left out."""
+    faults on fresh memory, the in-kernel copy of a commit, write-back) goes. Rounds without it
+    (older runs) are left out."""
     rows = []
     measured = False
     for name, tr in results["tools"].items():

@@ -120,12 +120,12 @@ def _located(source: Source, chunk: ChunkMeta, step: Callable[[], T]) -> T:
 
 
 def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Walked:
+    nested = needs_level_decoding(chunk)
     # A big flat chunk is walked through a window: its levels need no page bytes, and its
     # values are most likely streamed, so reading it whole would fault in fresh memory for nothing.
-    windowed = (source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES
-                and not needs_level_decoding(chunk))
+    windowed = source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES and not nested
     pages = walk_chunk(source, chunk, footer.footer_start, window=WALK_WINDOW if windowed else None)
-    if needs_level_decoding(chunk):
+    if nested:
         levels, sections = nested_levels(chunk, pages, keep_values=decode)
     else:
         levels, sections = flat_levels(pages), None
@@ -134,11 +134,12 @@ def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Wa
     if rows != expected:
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
     decode = decode and levels.split_record_page is None
-    if decode and sections is None and _stream(source, pages):
-        pages = pages.stored(source)
-        source.drop_spare()  # Arrow reads the pages again while it decodes: nothing else is held
-    elif decode and sections is None:
-        pages = pages.loaded()
+    if decode and sections is None:
+        if _stream(source, pages):
+            pages = pages.stored(source)
+            source.drop_spare()  # Arrow reads the pages again while it decodes: nothing else is held
+        else:
+            pages = pages.loaded()
     return _Walked(chunk, pages, levels, decode, sections if decode else None)
 
 
