@@ -70,9 +70,27 @@ def _copy_prefix_in_kernel(source: Source, out: Any, length: int,
             raise StorageError(f"copy failed: {err}", path=source.path, offset=pos) from err
         if sent == 0:
             raise StorageError("file shrank while copying", path=source.path, offset=pos)
+        start_writeback(out.fileno(), pos, sent)
         pos += sent
     source.stats.record(0, pos, "copy")
     out.seek(pos)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+try:
+    _SYNC_FILE_RANGE: Any = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).sync_file_range
+    _SYNC_FILE_RANGE.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+except (OSError, AttributeError, TypeError):
+    _SYNC_FILE_RANGE = None
+
+
+def start_writeback(fd: int, offset: int, length: int) -> bool:
+    """Ask the kernel to start writing [offset, offset + length) to disk now, without waiting:
+    the disk then writes while the rest is copied, and the final fdatasync has little left to
+    wait for. Only a hint (durability still comes from fdatasync); False where there is none."""
+    if _SYNC_FILE_RANGE is None:
+        return False
+    return _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0
 
 
 # renameat2(RENAME_EXCHANGE) (Linux 3.15+, glibc 2.28+) swaps two names in one atomic step.

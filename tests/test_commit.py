@@ -91,6 +91,40 @@ def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, 
     assert verify(str(dst)).ok
 
 
+def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
+    """Each copied block is handed to the disk as soon as it is copied (sync_file_range), so
+    the final fdatasync waits for the last block only, not for the whole prefix."""
+    if not hasattr(os, "copy_file_range") or commit_mod._SYNC_FILE_RANGE is None:
+        pytest.skip("no copy_file_range or sync_file_range on this platform")
+    footer_start = src.stat().st_size - 8 - int.from_bytes(src.read_bytes()[-8:-4], "little")
+    calls = []
+    real = commit_mod.start_writeback
+
+    def spy(fd, offset, length):
+        started = real(fd, offset, length)
+        calls.append((offset, length, started))
+        return started
+
+    monkeypatch.setattr(commit_mod, "COPY_BLOCK", 16 << 10)
+    monkeypatch.setattr(commit_mod, "start_writeback", spy)
+    pageindex.retrofit(str(src))
+    assert len(calls) == -(-footer_start // (16 << 10)) > 2
+    assert all(started for _, _, started in calls)  # the real system call accepted each range
+    ends = [offset + length for offset, length, _ in calls]
+    assert [offset for offset, _, _ in calls] == [0] + ends[:-1] and ends[-1] == footer_start
+    assert verify(str(src)).ok
+
+
+def test_start_writeback_reports_a_refused_range(tmp_path):
+    if commit_mod._SYNC_FILE_RANGE is None:
+        pytest.skip("no sync_file_range on this platform")
+    with open(tmp_path / "f", "wb") as out:
+        out.write(b"x" * 10_000)
+        out.flush()
+        assert commit_mod.start_writeback(out.fileno(), 0, 10_000)
+        assert not commit_mod.start_writeback(out.fileno(), -1, 10)  # EINVAL
+
+
 @pytest.mark.parametrize("how", ["renamed_over", "written_in_place"])
 def test_writer_after_the_check_gets_its_file_back(src, tmp_path, monkeypatch, how):
     """Another writer changes the file after the commit's check, just before the rename: the
