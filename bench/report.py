@@ -336,7 +336,8 @@ def render(results: dict) -> tuple[str, str]:
 
     out += ["## --trust-page-stats", "",
             "Chunks whose ColumnIndex came from page-header statistics (the rest were decoded exactly: "
-            "float and nested columns, known-bad writers). End to end, both modes also copy the data "
+            "float columns, known-bad writers; nested columns decode their levels but not their values). "
+            "End to end, both modes also copy the data "
             "prefix and fsync it (in-place commit), so cp+fsync bounds the trust speed-up; the dry-run "
             "columns compare the index computation alone.", "",
             "| dataset | chunks from page stats | exact s | trust s | speed-up | exact dry-run s | "

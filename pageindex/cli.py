@@ -129,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
     r.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (much faster; "
-                        "floats, nested columns and known-bad writers are still decoded)")
+                        "values of floats and known-bad writers are still decoded)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     r.set_defaults(run=_cmd_retrofit)
 

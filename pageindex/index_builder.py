@@ -84,6 +84,11 @@ def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.Chunke
     bounds = page_bounds(leaf, order, values, levels.defined, truncate_length)
     if isinstance(bounds, Refusal):
         return bounds
+    return column_index_struct(bounds, levels)
+
+
+def column_index_struct(bounds: Bounds, levels: PageLevels) -> Struct:
+    """The ColumnIndex of these page bounds and level facts (also what page statistics give)."""
     null_pages = tuple(bool(d == 0) for d in levels.defined)
     fields = [
         Field(1, T.LIST, TList(T.TRUE, null_pages)),

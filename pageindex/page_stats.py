@@ -1,5 +1,6 @@
-"""Page statistics: a chunk's indexes from the min/max/null_count in its page headers, reading
-only the headers, where those can be trusted (never floats, nested columns or known-bad writers).
+"""Page statistics: a chunk's indexes from the min/max/null_count in its page headers where those
+can be trusted (never floats or known-bad writers). Flat chunks: only the headers are read;
+nested ones also decode their levels, for rows per page (values are never decoded).
 """
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from .bounds import comparable
 from .column_order import Kind, Order
 from .errors import MalformedFileError
 from .footer import ChunkMeta
-from .index_builder import Bounds, boundary_order
-from .page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, ChunkPages, decode_page_header
+from .index_builder import Bounds, column_index_struct
+from .page_levels import PageLevels, needs_level_decoding, nested_levels
+from .page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, ChunkPages, Page, decode_page_header, walk_chunk
 from .schema import PT
 from .storage import Source
-from .thrift import Field, Struct, T, TList
+from .thrift import Struct
 from .truncation import truncate_max, truncate_min
 
 HEADER_WINDOW = 4 << 10
@@ -25,10 +27,11 @@ ST_MAX, ST_MIN, ST_NULLS, ST_MAX_VALUE, ST_MIN_VALUE = 1, 2, 3, 5, 6
 
 @dataclass(frozen=True)
 class HeaderPlan:
-    """A chunk's pages found from headers alone, with each data page's header statistics."""
+    """A chunk's pages with each data page's header statistics, and its per-page level facts."""
 
-    pages: ChunkPages  # data is empty: bodies were never read
+    pages: ChunkPages  # data is empty: bodies are not kept
     stats: tuple[Struct | None, ...]
+    levels: PageLevels | str  # or why the headers cannot give them
 
 
 def untrusted_writer(created_by: str, leaf_physical_type: int) -> str | None:
@@ -42,20 +45,28 @@ def untrusted_writer(created_by: str, leaf_physical_type: int) -> str | None:
 
 def applicable(chunk: ChunkMeta, order: Order, created_by: str) -> str | None:
     """None when the header path may be tried for this chunk, else the reason it may not."""
-    leaf = chunk.leaf
     if not order.indexable:
         return order.reason
     if order.kind is Kind.FLOAT:
         return "float column: page headers cannot tell whether a page holds NaN"
-    if leaf.max_rep > 0 or leaf.max_def > 1:
-        return "nested column: rows and levels per page need the page data"
-    return untrusted_writer(created_by, leaf.physical_type)
+    return untrusted_writer(created_by, chunk.leaf.physical_type)
 
 
-def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
+def plan_chunk(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
+    """A flat chunk's pages from their headers alone; a nested chunk's from reading it whole,
+    as rows per page (and level histograms) are only known from its levels."""
+    if not needs_level_decoding(chunk):
+        pages, stats = walk_headers(source, chunk, limit)
+        return HeaderPlan(pages, stats, _flat_levels(chunk.leaf.max_def, pages.pages, stats))
+    pages = walk_chunk(source, chunk, limit)
+    levels, _ = nested_levels(chunk, pages)
+    return HeaderPlan(pages.without_data(), tuple(_stats(page) for page in pages.pages), levels)
+
+
+def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> tuple[ChunkPages, tuple[Struct | None, ...]]:
     """The chunk's pages from their headers, one small ranged read per header."""
     pos, values = chunk.start, 0
-    dictionary, pages, stats = None, [], []
+    dictionary, pages = None, []
     window, window_start = b"", pos
     declared_end = min(chunk.start + chunk.total_compressed_size, limit)
     while values < chunk.num_values:
@@ -69,44 +80,62 @@ def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
         elif page.kind in (DATA_PAGE, DATA_PAGE_V2):
             values += page.num_values
             pages.append(page)
-            sub = header.get(PH.DATA_V1 if page.kind == DATA_PAGE else PH.DATA_V2)
-            st = sub.get(PH.V1_STATS if page.kind == DATA_PAGE else PH.V2_STATS)
-            stats.append(st if isinstance(st, Struct) else None)
         pos = page.offset + page.size
     if values != chunk.num_values:
         raise MalformedFileError(f"pages hold {values} values but the chunk metadata says {chunk.num_values}")
-    return HeaderPlan(ChunkPages(chunk.start, b"", dictionary, tuple(pages), False), tuple(stats))
+    return ChunkPages(chunk.start, b"", dictionary, tuple(pages), False), tuple(_stats(p) for p in pages)
 
 
-def rows_per_page(plan: HeaderPlan) -> np.ndarray:
-    """Flat columns: one value per row (v2 pages state it)."""
-    rows = []
-    for page in plan.pages.pages:
+def _stats(page: Page) -> Struct | None:
+    sub = page.header.get(PH.DATA_V1 if page.kind == DATA_PAGE else PH.DATA_V2)
+    st = sub.get(PH.V1_STATS if page.kind == DATA_PAGE else PH.V2_STATS)
+    return st if isinstance(st, Struct) else None
+
+
+def _flat_levels(max_def: int, pages: tuple[Page, ...], stats: tuple[Struct | None, ...]
+                 ) -> PageLevels | str:
+    """A flat leaf's levels: one value per row (v2 pages state it), nulls as the headers say."""
+    rows, nulls = [], []
+    for page, st in zip(pages, stats):
         if page.kind == DATA_PAGE_V2 and page.num_rows != page.num_values:
             raise MalformedFileError("v2 page of a flat column has rows != values", offset=page.offset)
-        rows.append(page.num_values)
-    return np.array(rows, dtype=np.int64)
-
-
-def column_index_from_headers(chunk: ChunkMeta, order: Order, plan: HeaderPlan,
-                              truncate_length: int) -> Struct | str:
-    """The ColumnIndex from header statistics, or why they are not enough."""
-    leaf = chunk.leaf
-    mins, maxs, nulls = [], [], []
-    for page, st in zip(plan.pages.pages, plan.stats):
-        if st is None or not isinstance(st.get(ST_NULLS), int):
+        null_count = _null_count(st)
+        if null_count is None:
             return "a page header has no null_count"
-        null_count = st.get(ST_NULLS)
         if not 0 <= null_count <= page.num_values:
             return "a page header's null_count is out of range"
+        rows.append(page.num_values)
+        nulls.append(null_count)
+    rows_a, nulls_a = np.array(rows, dtype=np.int64), np.array(nulls, dtype=np.int64)
+    defined = rows_a - nulls_a
+    hist = np.stack([nulls_a, defined], axis=1) if max_def == 1 else None
+    return PageLevels(rows_a, nulls_a, defined, hist, None, None)
+
+
+def _null_count(st: Struct | None) -> int | None:
+    value = None if st is None else st.get(ST_NULLS)
+    return value if isinstance(value, int) else None
+
+
+def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struct | None, ...],
+                              levels: PageLevels, truncate_length: int) -> Struct | str:
+    """The ColumnIndex from header bounds and the chunk's levels, or why the headers are not
+    enough. Every header's null_count must match the levels: writers that count a nested
+    column's nulls another way are decoded exactly."""
+    leaf = chunk.leaf
+    mins, maxs = [], []
+    for st, nulls, defined in zip(stats, levels.nulls, levels.defined):
+        if _null_count(st) is None:
+            return "a page header has no null_count"
+        if _null_count(st) != nulls:
+            return "a page header's null_count differs from its levels"
         lo, hi = st.get(ST_MIN_VALUE), st.get(ST_MAX_VALUE)
         if (lo is None or hi is None) and order.kind is Kind.SIGNED:
             lo, hi = st.get(ST_MIN), st.get(ST_MAX)
-        if null_count == page.num_values:
+        if defined == 0:
             lo = hi = None
         elif not isinstance(lo, bytes) or not isinstance(hi, bytes):
             return "a page header has no min_value/max_value"
-        nulls.append(null_count)
         mins.append(lo)
         maxs.append(hi)
     if order.truncatable:
@@ -116,18 +145,4 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, plan: HeaderPlan,
     keys_hi = [None if v is None else comparable(leaf, order, v) for v in maxs]
     if any(v is None for v, m in zip(keys_lo + keys_hi, mins + maxs) if m is not None):
         return "a page header's min or max cannot be decoded for this type"
-    bounds = Bounds(tuple(mins), tuple(maxs), tuple(keys_lo), tuple(keys_hi), None)
-    rows = [p.num_values for p in plan.pages.pages]
-    fields = [
-        Field(1, T.LIST, TList(T.TRUE, tuple(n == r for n, r in zip(nulls, rows)))),
-        Field(2, T.LIST, TList(T.BINARY, tuple(m or b"" for m in mins))),
-        Field(3, T.LIST, TList(T.BINARY, tuple(m or b"" for m in maxs))),
-        Field(4, T.I32, boundary_order(bounds)),
-        Field(5, T.LIST, TList(T.I64, tuple(nulls))),
-    ]
-    if leaf.max_def == 1:
-        hist = []
-        for n, r in zip(nulls, rows):
-            hist += [n, r - n]
-        fields.append(Field(7, T.LIST, TList(T.I64, tuple(hist))))
-    return Struct(tuple(fields))
+    return column_index_struct(Bounds(tuple(mins), tuple(maxs), tuple(keys_lo), tuple(keys_hi), None), levels)

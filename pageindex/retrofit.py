@@ -101,8 +101,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
              stale_temp_seconds: float = 3600.0) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
 
-    trust_page_stats: build a chunk's ColumnIndex from its page-header statistics, reading only
-    the headers, where those can be trusted (see page_stats); other chunks are decoded exactly.
+    trust_page_stats: build a chunk's ColumnIndex bounds from its page-header statistics, without
+    decoding values, where those can be trusted (see page_stats); other chunks are decoded exactly.
     stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
     destination are removed once older than this; younger ones may belong to a live run.
     """
@@ -178,16 +178,18 @@ def _from_page_stats(source: Source, footer: Footer, chunk: ChunkMeta, order: Or
     if page_stats.applicable(chunk, order, footer.created_by) is not None:
         return None
     try:
-        plan = page_stats.walk_headers(source, chunk, footer.footer_start)
-        rows = page_stats.rows_per_page(plan)
+        plan = page_stats.plan_chunk(source, chunk, footer.footer_start)
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
-    if int(rows.sum()) != footer.row_group_rows[chunk.row_group] or (rows == 0).any():
+    levels = plan.levels
+    # Anything short of a clean chunk (a record split across pages, an empty page, rows that do
+    # not add up) is decoded exactly, which explains it in the report or the error.
+    if not isinstance(levels, PageLevels) or levels.split_record_page is not None or (levels.rows == 0).any() \
+            or int(levels.rows.sum()) != footer.row_group_rows[chunk.row_group]:
         return None
-    ci = page_stats.column_index_from_headers(chunk, order, plan, truncate_length)
+    ci = page_stats.column_index_from_headers(chunk, order, plan.stats, levels, truncate_length)
     if not isinstance(ci, Struct):
         return None
-    levels = PageLevels(rows, None, None, None, None, None)
     oi = offset_index(plan.pages, levels, None)
     report = ChunkReport(chunk.row_group, chunk.leaf.dotted, len(plan.pages.pages), True, True,
                          source="page_stats")

@@ -2,6 +2,8 @@
 fallback to exact decoding wherever header statistics cannot be trusted."""
 from __future__ import annotations
 
+import importlib
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -14,7 +16,8 @@ from pageindex.retrofit import read_footer
 from pageindex.schema import PT
 from pageindex.storage import open_source
 from pageindex.thrift import T
-from tests.helpers.corpus import corpus_files
+from tests.helpers.corpus import corpus_files, corpus_path
+from tests.helpers.split_records import ROWS as SPLIT_ROWS, write_split_record_file
 from tests.helpers.strip import rewrite_footer
 
 CORPUS = corpus_files("candidate") + corpus_files("oracle")
@@ -92,10 +95,60 @@ def test_pages_without_statistics_fall_back(tmp_path):
     assert [c.source for c in result.chunks] == ["exact"] and result.chunks[0].column_index
 
 
-def test_nested_columns_are_decoded(tmp_path):
-    path = _file(tmp_path, pa.table({"l": pa.array([[i, i + 1] for i in range(3000)])}))
-    result = pageindex.retrofit(str(path), str(tmp_path / "o.parquet"), trust_page_stats=True)
-    assert [c.source for c in result.chunks] == ["exact"]
+NESTED = pa.table({
+    "l": pa.array([None if i % 11 == 0 else [] if i % 7 == 0 else [i, None, i + 1] for i in range(6000)]),
+    "s": pa.array([[f"v{i:05d}"] * (i % 3) for i in range(6000)]),
+    "st": pa.array([None if i % 5 == 0 else {"a": i if i % 4 else None, "b": [i]} for i in range(6000)]),
+})
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_nested_columns_take_bounds_from_headers_and_rows_from_levels(tmp_path, monkeypatch, version):
+    """Nested leaves (nulls, empty lists, structs) decode their levels for rows, null counts and
+    level histograms, take bounds from the headers, and never decode a value."""
+    retrofit_mod = importlib.import_module("pageindex.retrofit")
+    path = _file(tmp_path, NESTED, data_page_version=version, compression="snappy")
+    pageindex.retrofit(str(path), str(tmp_path / "exact.parquet"))
+    decoded = []
+    real_scan = retrofit_mod.scan_chunks
+
+    def scan_chunks(source, footer, requests):
+        requests = list(requests)
+        decoded.extend(chunk.leaf.dotted for chunk, _ in requests)
+        return real_scan(source, footer, requests)
+
+    monkeypatch.setattr(retrofit_mod, "scan_chunks", scan_chunks)
+    fast = pageindex.retrofit(str(path), str(tmp_path / "fast.parquet"), trust_page_stats=True)
+    assert decoded == [] and {c.source for c in fast.chunks} == {"page_stats"}
+    assert len(fast.chunks) == 4 and all(c.pages > 3 for c in fast.chunks)
+    want, got = _indexes(tmp_path / "exact.parquet"), _indexes(tmp_path / "fast.parquet")
+    for key, (ci, oi) in want.items():
+        assert got[key][0] == ci, key  # bounds, null counts, histograms: all of it
+        assert got[key][1].pages == oi.pages, key
+    assert pageindex.verify(str(tmp_path / "fast.parquet")).ok
+    assert pq.read_table(tmp_path / "fast.parquet").equals(NESTED)
+
+
+def test_nested_null_counts_that_differ_from_the_levels_fall_back():
+    """parquet-cpp 1.5.1 counted a list<string> page's nulls another way than its levels do:
+    that chunk is decoded; the list<int64> next to it agrees and uses its headers."""
+    path = corpus_path("parquet-testing/data/list_columns.parquet")
+    result = pageindex.retrofit(str(path), dry_run=True, force=True, trust_page_stats=True)
+    assert {c.column: c.source for c in result.chunks} == {
+        "int64_list.list.item": "page_stats", "utf8_list.list.item": "exact"}
+
+
+def test_a_record_split_across_pages_falls_back_and_gets_no_index(tmp_path):
+    """Levels show the second page starting inside a record: trusting the headers would give an
+    OffsetIndex no reader can use. Both modes leave the chunk without indexes, and say why."""
+    path = write_split_record_file(tmp_path / "split.parquet")
+    assert pq.read_table(path).column("l").to_pylist() == SPLIT_ROWS
+    for trust in (False, True):
+        result = pageindex.retrofit(str(path), str(tmp_path / f"o{trust}.parquet"), trust_page_stats=trust)
+        (chunk,) = result.chunks
+        assert (chunk.source, chunk.offset_index, chunk.column_index) == ("exact", False, False)
+        assert "page 1 does not start at a row boundary" in chunk.reason
+        assert pq.read_table(tmp_path / f"o{trust}.parquet").column("l").to_pylist() == SPLIT_ROWS
 
 
 def test_marker_records_the_option(tmp_path):
