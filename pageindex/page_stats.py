@@ -5,7 +5,7 @@ nested ones also decode their levels, for rows per page (values are never decode
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from .column_order import Kind, Order
 from .errors import MalformedFileError
 from .footer import ChunkMeta
 from .index_builder import Bounds, column_index_struct
-from .page_levels import PageLevels, needs_level_decoding, nested_levels
+from .page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels
 from .page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, ChunkPages, Page, decode_page_header, walk_chunk
 from .schema import PT
 from .storage import Source
@@ -57,7 +57,7 @@ def plan_chunk(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
     as rows per page (and level histograms) are only known from its levels."""
     if not needs_level_decoding(chunk):
         pages, stats = walk_headers(source, chunk, limit)
-        return HeaderPlan(pages, stats, _flat_levels(chunk.leaf.max_def, pages.pages, stats))
+        return HeaderPlan(pages, stats, _flat_levels(chunk.leaf.max_def, pages, stats))
     pages = walk_chunk(source, chunk, limit)
     levels, _ = nested_levels(chunk, pages)
     return HeaderPlan(pages.without_data(), tuple(_stats(page) for page in pages.pages), levels)
@@ -92,24 +92,21 @@ def _stats(page: Page) -> Struct | None:
     return st if isinstance(st, Struct) else None
 
 
-def _flat_levels(max_def: int, pages: tuple[Page, ...], stats: tuple[Struct | None, ...]
-                 ) -> PageLevels | str:
-    """A flat leaf's levels: one value per row (v2 pages state it), nulls as the headers say."""
-    rows, nulls = [], []
-    for page, st in zip(pages, stats):
-        if page.kind == DATA_PAGE_V2 and page.num_rows != page.num_values:
-            raise MalformedFileError("v2 page of a flat column has rows != values", offset=page.offset)
+def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ...]) -> PageLevels | str:
+    """A flat leaf's levels: rows as its pages count them, nulls as the headers say."""
+    levels = flat_levels(pages)
+    nulls = []
+    for page, st in zip(pages.pages, stats):
         null_count = _null_count(st)
         if null_count is None:
             return "a page header has no null_count"
         if not 0 <= null_count <= page.num_values:
             return "a page header's null_count is out of range"
-        rows.append(page.num_values)
         nulls.append(null_count)
-    rows_a, nulls_a = np.array(rows, dtype=np.int64), np.array(nulls, dtype=np.int64)
-    defined = rows_a - nulls_a
-    hist = np.stack([nulls_a, defined], axis=1) if max_def == 1 else None
-    return PageLevels(rows_a, nulls_a, defined, hist, None, None)
+    null_counts = np.array(nulls, dtype=np.int64)
+    defined = levels.rows - null_counts
+    hist = np.stack([null_counts, defined], axis=1) if max_def == 1 else None
+    return replace(levels, nulls=null_counts, defined=defined, def_histograms=hist)
 
 
 def _null_count(st: Struct | None) -> int | None:
