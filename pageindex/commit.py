@@ -28,6 +28,12 @@ NAME_MAX = 255
 _UNIQUE_HEX = 32
 
 
+try:
+    _LIBC: Any = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+except (OSError, TypeError):
+    _LIBC = None  # no C library to load: the calls below fall back (sync_file_range, renameat2)
+
+
 def temp_prefix(name: str) -> str:
     """What every temporary for the file `name` starts with (hidden, so dataset readers skip it).
     A long name is cut so that prefix + a unique suffix still fits in one directory entry."""
@@ -77,11 +83,9 @@ def _copy_prefix_in_kernel(source: Source, out: Any, length: int,
 
 
 _SYNC_FILE_RANGE_WRITE = 2
-try:
-    _SYNC_FILE_RANGE: Any = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).sync_file_range
+_SYNC_FILE_RANGE: Any = getattr(_LIBC, "sync_file_range", None)
+if _SYNC_FILE_RANGE is not None:
     _SYNC_FILE_RANGE.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-except (OSError, AttributeError, TypeError):
-    _SYNC_FILE_RANGE = None
 
 
 def start_writeback(fd: int, offset: int, length: int) -> bool:
@@ -96,10 +100,7 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
 # renameat2(RENAME_EXCHANGE) (Linux 3.15+, glibc 2.28+) swaps two names in one atomic step.
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-try:
-    _RENAMEAT2: object = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).renameat2
-except (OSError, AttributeError, TypeError):
-    _RENAMEAT2 = None
+_RENAMEAT2: object = getattr(_LIBC, "renameat2", None)
 
 
 def _exchange(a: str, b: str) -> bool:

@@ -69,6 +69,11 @@ def flat_counts(levels: PageLevels, array: pa.ChunkedArray, max_def: int) -> Pag
                          dtype=np.int64)
     else:
         nulls = np.zeros(len(levels.rows), dtype=np.int64)
+    return with_nulls(levels, nulls, max_def)
+
+
+def with_nulls(levels: PageLevels, nulls: np.ndarray, max_def: int) -> PageLevels:
+    """A flat leaf's rows completed with its per-page null counts, and what follows from them."""
     defined = levels.rows - nulls
     hist = np.stack([nulls, defined], axis=1) if max_def == 1 else None
     return PageLevels(levels.rows, nulls, defined, hist, None, None)

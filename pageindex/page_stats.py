@@ -5,7 +5,7 @@ nested ones also decode their levels, for rows per page (values are never decode
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from .column_order import Kind, Order
 from .errors import MalformedFileError
 from .footer import ChunkMeta
 from .index_builder import Bounds, column_index_struct
-from .page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels
+from .page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels, with_nulls
 from .page_walk import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PH, ChunkPages, Page, decode_page_header, walk_chunk
 from .schema import PT
 from .storage import Source
@@ -94,7 +94,6 @@ def _stats(page: Page) -> Struct | None:
 
 def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ...]) -> PageLevels | str:
     """A flat leaf's levels: rows as its pages count them, nulls as the headers say."""
-    levels = flat_levels(pages)
     nulls = []
     for page, st in zip(pages.pages, stats):
         null_count = _null_count(st)
@@ -103,10 +102,7 @@ def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ..
         if not 0 <= null_count <= page.num_values:
             return "a page header's null_count is out of range"
         nulls.append(null_count)
-    null_counts = np.array(nulls, dtype=np.int64)
-    defined = levels.rows - null_counts
-    hist = np.stack([null_counts, defined], axis=1) if max_def == 1 else None
-    return replace(levels, nulls=null_counts, defined=defined, def_histograms=hist)
+    return with_nulls(flat_levels(pages), np.array(nulls, dtype=np.int64), max_def)
 
 
 def _null_count(st: Struct | None) -> int | None:
@@ -122,9 +118,10 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
     leaf = chunk.leaf
     mins, maxs = [], []
     for st, nulls, defined in zip(stats, levels.nulls, levels.defined):
-        if _null_count(st) is None:
+        header_nulls = _null_count(st)
+        if header_nulls is None:
             return "a page header has no null_count"
-        if _null_count(st) != nulls:
+        if header_nulls != nulls:
             return "a page header's null_count differs from its levels"
         lo, hi = st.get(ST_MIN_VALUE), st.get(ST_MAX_VALUE)
         if (lo is None or hi is None) and order.kind is Kind.SIGNED:

@@ -182,9 +182,9 @@ def _from_page_stats(source: Source, footer: Footer, chunk: ChunkMeta, order: Or
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
     levels = plan.levels
-    # Anything short of a clean chunk (a record split across pages, an empty page, rows that do
-    # not add up) is decoded exactly, which explains it in the report or the error.
-    if not isinstance(levels, PageLevels) or levels.split_record_page is not None or (levels.rows == 0).any() \
+    # Anything short of a clean chunk (pages no index can describe, rows that do not add up) is
+    # decoded exactly, which explains it in the report or the error.
+    if not isinstance(levels, PageLevels) or _no_valid_index(levels) is not None \
             or int(levels.rows.sum()) != footer.row_group_rows[chunk.row_group]:
         return None
     ci = page_stats.column_index_from_headers(chunk, order, plan.stats, levels, truncate_length)
@@ -196,6 +196,18 @@ def _from_page_stats(source: Source, footer: Footer, chunk: ChunkMeta, order: Or
     return ChunkIndexes(ci, oi), report
 
 
+def _no_valid_index(levels: PageLevels) -> str | None:
+    """Why no index can describe these pages, if none can."""
+    if levels.split_record_page is not None:
+        return (f"page {levels.split_record_page} does not start at a row boundary "
+                "(a record is split across pages), so no index can be valid")
+    empty = [i for i, rows in enumerate(levels.rows) if rows == 0]
+    if empty:
+        return (f"page {empty[0]} holds no rows: first_row_index could not increase strictly, "
+                "so no index can be valid")
+    return None
+
+
 def _chunk_indexes(chunk: ChunkMeta, order: Order, scan: ChunkScan, truncate_length: int
                    ) -> tuple[ChunkIndexes, ChunkReport]:
     leaf = chunk.leaf
@@ -205,14 +217,8 @@ def _chunk_indexes(chunk: ChunkMeta, order: Order, scan: ChunkScan, truncate_len
     def report(oi: bool, ci: bool, why: str = "") -> ChunkReport:
         return ChunkReport(chunk.row_group, leaf.dotted, len(pages.pages), oi, ci, why)
 
-    if levels.split_record_page is not None:
-        why = (f"page {levels.split_record_page} does not start at a row boundary "
-               "(a record is split across pages), so no index can be valid")
-        return ChunkIndexes(None, None), report(False, False, why)
-    empty = [i for i, rows in enumerate(levels.rows) if rows == 0]
-    if empty:
-        why = (f"page {empty[0]} holds no rows: first_row_index could not increase strictly, "
-               "so no index can be valid")
+    why = _no_valid_index(levels)
+    if why is not None:
         return ChunkIndexes(None, None), report(False, False, why)
     if scan.values is None:
         return ChunkIndexes(None, offset_index(pages, levels, None)), report(True, False, order.reason)
