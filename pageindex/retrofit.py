@@ -16,7 +16,7 @@ from .commit import begin_commit, clean_stale_temporaries
 from .errors import ConcurrentModificationError, EncryptedFileError, NotParquetError, PageIndexError
 from .footer import ChunkMeta, Footer, decode_footer, parse_tail
 from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
-from .memory import release_memory
+from .memory import collector_paused, release_memory
 from .page_levels import PageLevels
 from .schema import PT
 from .storage import Source, current_version, open_source, resolve
@@ -112,7 +112,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     dst_fs, dst_path = resolve(src if dst is None else dst, filesystem)
     if not dry_run:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
-    with open_source(src, filesystem) as source:
+    with open_source(src, filesystem) as source, collector_paused():
         footer = read_footer(source)
         if is_fully_indexed(footer) and not force:
             return RetrofitResult(src, None, "already_indexed", source.size, 0,

@@ -13,7 +13,7 @@ from .chunk_scan import ChunkScan, needs_values, scan_chunk
 from .column_order import Order, order_for
 from .footer import ChunkMeta, Footer
 from .index_builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
-from .memory import release_memory
+from .memory import collector_paused, release_memory
 from .page_index import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from .retrofit import read_footer
 from .storage import Source, open_source
@@ -60,7 +60,7 @@ class VerifyResult:
 
 
 def verify(path: str, filesystem: Any = None) -> VerifyResult:
-    with open_source(path, filesystem) as source:
+    with open_source(path, filesystem) as source, collector_paused():
         footer = read_footer(source)
         violations: list[Violation] = []
         pages = with_oi = with_ci = 0

@@ -1,12 +1,15 @@
 """pageindex.retrofit: the per-row-group loop holds one decoded chunk at a time."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pageindex import chunk_scan
 from pageindex.retrofit import retrofit
+from pageindex.verify import verify
 
 
 def test_a_decoded_chunk_is_released_before_the_next_one_decodes(tmp_path, monkeypatch):
@@ -27,3 +30,21 @@ def test_a_decoded_chunk_is_released_before_the_next_one_decodes(tmp_path, monke
     assert len(held_before_decode) == 3
     # Each column decodes to 3.2 MB; none of it may still be held when the next one starts.
     assert max(held_before_decode) < 1_000_000, held_before_decode
+
+
+def test_retrofit_and_verify_run_with_the_collector_paused(tmp_path, monkeypatch):
+    path = tmp_path / "one_column.parquet"
+    pq.write_table(pa.table({"a": list(range(100))}), path)
+    collector_on_while_decoding = []
+    original = chunk_scan.decode
+
+    def recording(*args, **kwargs):
+        collector_on_while_decoding.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(chunk_scan, "decode", recording)
+    gc.enable()
+    retrofit(str(path))
+    assert verify(str(path)).ok
+    assert collector_on_while_decoding == [False, False]  # retrofit's decode, then verify's
+    assert gc.isenabled()
