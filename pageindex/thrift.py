@@ -7,11 +7,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Union
 
 from .errors import ThriftDecodeError, ThriftTruncatedError
 
 MAX_DEPTH = 64
+Buffer = Union[bytes, bytearray, memoryview]
 
 
 class T(IntEnum):
@@ -112,150 +113,181 @@ class Struct:
         return Struct(tuple(f for f in self.fields if f.id not in field_ids))
 
 
-class _Reader:
-    """Cursor over a buffer; every read is bounds-checked against `end`."""
+# Decoding works on (buffer, position) pairs in plain functions: a footer runs this for every
+# field it holds, and local variables cost less than a reader object's attributes.
+_new_field = tuple.__new__  # Field(...) without the named tuple's Python-level __new__
 
-    __slots__ = ("buf", "pos", "end")
 
-    def __init__(self, buf: bytes | bytearray | memoryview, pos: int, end: int) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.end = end
+def _truncated(pos: int, reason: str = "thrift data ends early") -> ThriftTruncatedError:
+    return ThriftTruncatedError(reason, offset=pos)
 
-    def _fail(self, reason: str) -> ThriftDecodeError:
-        return ThriftDecodeError(reason, offset=self.pos)
 
-    def byte(self) -> int:
-        pos = self.pos
-        if pos >= self.end:
-            raise ThriftTruncatedError("thrift data ends early", offset=pos)
-        self.pos = pos + 1
-        return self.buf[pos]
+def _varint(buf: Buffer, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    start, stop = pos, min(pos + max_bytes, end)
+    result = shift = 0
+    while pos < stop:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+    if pos - start < max_bytes:
+        raise _truncated(pos)
+    raise ThriftDecodeError("varint is too long", offset=pos)
 
-    def varint(self, max_bytes: int = 10) -> int:
-        buf, start, end = self.buf, self.pos, self.end
-        if start < end and buf[start] < 0x80:  # most varints are one byte
-            self.pos = start + 1
-            return buf[start]
-        pos, stop = start, min(start + max_bytes, end)
-        result = shift = 0
-        while pos < stop:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return result
-            shift += 7
-        self.pos = pos
-        if pos - start < max_bytes:
-            raise ThriftTruncatedError("thrift data ends early", offset=pos)
-        raise self._fail("varint is too long")
 
-    def zigzag(self, ttype: int) -> int:
-        max_bytes, lo, hi = _INT_LIMITS[ttype]
-        n = self.varint(max_bytes)
-        value = (n >> 1) ^ -(n & 1)
-        if not lo <= value <= hi:
-            raise self._fail(f"{_TYPES[ttype].name} value {value} out of range")
-        return value
+def _zigzag(buf: Buffer, pos: int, end: int, ttype: int) -> tuple[int, int]:
+    max_bytes, lo, hi = _INT_LIMITS[ttype]
+    n, pos = _varint(buf, pos, end, max_bytes)
+    value = (n >> 1) ^ -(n & 1)
+    if not lo <= value <= hi:
+        raise ThriftDecodeError(f"{_TYPES[ttype].name} value {value} out of range", offset=pos)
+    return value, pos
 
-    def take(self, n: int) -> bytes:
-        if n < 0:
-            raise self._fail("negative length")
-        if n > self.end - self.pos:
-            raise ThriftTruncatedError(
-                f"length {n} exceeds the {self.end - self.pos} bytes left", offset=self.pos
-            )
-        out = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return out
 
-    def size(self, min_elem_bytes: int) -> int:
-        n = self.varint(5)
-        if n * min_elem_bytes > self.end - self.pos:
-            raise ThriftTruncatedError(
-                f"container of {n} elements cannot fit in {self.end - self.pos} bytes",
-                offset=self.pos,
-            )
-        return n
+def _take(buf: Buffer, pos: int, end: int, n: int) -> tuple[bytes, int]:
+    if n > end - pos:
+        raise _truncated(pos, f"length {n} exceeds the {end - pos} bytes left")
+    return bytes(buf[pos : pos + n]), pos + n
 
-    def value(self, ttype: int, depth: int, in_container: bool) -> Any:
-        # Most frequent types first, compared as plain ints: this runs for every value of a footer.
-        if ttype == _I32 or ttype == _I64 or ttype == _I16:
-            return self.zigzag(ttype)
-        if ttype == _BINARY:
-            return self.take(self.varint(5))
-        if ttype == _TRUE or ttype == _FALSE:
-            return self.byte() == 1 if in_container else ttype == _TRUE
-        if ttype == _BYTE:
-            b = self.byte()
-            return b - 256 if b > 127 else b
-        if ttype == _DOUBLE:
-            return struct.unpack("<d", self.take(8))[0]
-        if ttype == _UUID:
-            return self.take(16)
-        if depth >= MAX_DEPTH:
-            raise self._fail(f"nesting deeper than {MAX_DEPTH}")
-        if ttype == _STRUCT:
-            return self.struct(depth + 1)
-        if ttype == _LIST or ttype == _SET:
-            return self.list(ttype == _SET, depth + 1)
-        if ttype == _MAP:
-            return self.map(depth + 1)
-        raise self._fail(f"unknown thrift type {int(ttype)}")
 
-    def elem_type(self, nibble: int) -> T:
-        if nibble in (0, 14, 15):
-            raise self._fail(f"invalid element type {nibble}")
-        return _TYPES[nibble]
+def _size(buf: Buffer, pos: int, end: int, min_elem_bytes: int) -> tuple[int, int]:
+    n, pos = _varint(buf, pos, end, 5)
+    if n * min_elem_bytes > end - pos:
+        raise _truncated(pos, f"container of {n} elements cannot fit in {end - pos} bytes")
+    return n, pos
 
-    def list(self, is_set: bool, depth: int) -> TList:
-        header = self.byte()
-        etype = self.elem_type(header & 0x0F)
-        n = header >> 4
-        if n == 15:
-            n = self.size(1)
-        elif n > self.end - self.pos:
-            raise ThriftTruncatedError("list cannot fit in the bytes left", offset=self.pos)
-        if etype == T.FALSE:
-            etype = T.TRUE
-        value = self.value
-        items = tuple([value(etype, depth, True) for _ in range(n)])
-        return TList(etype, items, is_set)
 
-    def map(self, depth: int) -> TMap:
-        n = self.size(2)
-        if n == 0:
-            return TMap(T.BINARY, T.BINARY, ())
-        kv = self.byte()
-        ktype, vtype = self.elem_type(kv >> 4), self.elem_type(kv & 0x0F)
-        items = tuple(
-            (self.value(ktype, depth, True), self.value(vtype, depth, True)) for _ in range(n)
-        )
-        return TMap(ktype, vtype, items)
-
-    def struct(self, depth: int) -> Struct:
-        fields = []
-        append = fields.append
-        value, zigzag = self.value, self.zigzag
-        last_id = 0
-        while True:
-            header = self.byte()
-            ftype = header & 0x0F
-            if ftype == _STOP:
-                return Struct(tuple(fields))
-            delta = header >> 4
-            field_id = last_id + delta if delta else zigzag(_I16)
-            if ftype > _UUID:
-                raise self._fail(f"invalid field type {ftype} for field {field_id}")
-            if ftype == _I32 or ftype == _I64:
-                append(Field(field_id, _TYPES[ftype], zigzag(ftype)))
-            elif ftype == _FALSE:
-                append(Field(field_id, T.TRUE, False))
+def _struct(buf: Buffer, pos: int, end: int, depth: int) -> tuple[Struct, int]:
+    fields: list[Field] = []
+    append = fields.append
+    last_id = 0
+    while True:
+        if pos >= end:
+            raise _truncated(pos)
+        header = buf[pos]
+        pos += 1
+        ftype = header & 0x0F
+        if ftype == _STOP:
+            return Struct(tuple(fields)), pos
+        delta = header >> 4
+        if delta:
+            field_id = last_id + delta
+        else:
+            field_id, pos = _zigzag(buf, pos, end, _I16)
+        # The frequent cases inline: small ints (one-byte varints, always in range) and binaries.
+        if ftype == _I32 or ftype == _I64:
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos]
+                pos += 1
+                value = (n >> 1) ^ -(n & 1)
             else:
-                append(Field(field_id, _TYPES[ftype], value(ftype, depth, False)))
-            last_id = field_id
+                value, pos = _zigzag(buf, pos, end, ftype)
+        elif ftype == _BINARY:
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos]
+                pos += 1
+            else:
+                n, pos = _varint(buf, pos, end, 5)
+            value, pos = _take(buf, pos, end, n)
+        elif ftype == _STRUCT:
+            if depth >= MAX_DEPTH:
+                raise ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+            value, pos = _struct(buf, pos, end, depth + 1)
+        elif ftype == _TRUE or ftype == _FALSE:
+            ftype, value = _TRUE, ftype == _TRUE
+        elif ftype > _UUID:
+            raise ThriftDecodeError(f"invalid field type {ftype} for field {field_id}", offset=pos)
+        else:
+            value, pos = _value(buf, pos, end, ftype, depth, False)
+        append(_new_field(Field, (field_id, _TYPES[ftype], value)))
+        last_id = field_id
+
+
+def _value(buf: Buffer, pos: int, end: int, ttype: int, depth: int, in_container: bool
+           ) -> tuple[Any, int]:
+    if ttype == _I32 or ttype == _I64 or ttype == _I16:
+        return _zigzag(buf, pos, end, ttype)
+    if ttype == _BINARY:
+        n, pos = _varint(buf, pos, end, 5)
+        return _take(buf, pos, end, n)
+    if ttype == _TRUE or ttype == _FALSE:
+        if not in_container:
+            return ttype == _TRUE, pos
+        if pos >= end:
+            raise _truncated(pos)
+        return buf[pos] == 1, pos + 1
+    if ttype == _BYTE:
+        if pos >= end:
+            raise _truncated(pos)
+        b = buf[pos]
+        return (b - 256 if b > 127 else b), pos + 1
+    if ttype == _DOUBLE:
+        raw, pos = _take(buf, pos, end, 8)
+        return struct.unpack("<d", raw)[0], pos
+    if ttype == _UUID:
+        return _take(buf, pos, end, 16)
+    if depth >= MAX_DEPTH:
+        raise ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+    if ttype == _STRUCT:
+        return _struct(buf, pos, end, depth + 1)
+    if ttype == _LIST or ttype == _SET:
+        return _list(buf, pos, end, ttype == _SET, depth + 1)
+    if ttype == _MAP:
+        return _map(buf, pos, end, depth + 1)
+    raise ThriftDecodeError(f"unknown thrift type {int(ttype)}", offset=pos)
+
+
+def _elem_type(nibble: int, pos: int) -> T:
+    if nibble in (0, 14, 15):
+        raise ThriftDecodeError(f"invalid element type {nibble}", offset=pos)
+    return _TYPES[nibble]
+
+
+def _list(buf: Buffer, pos: int, end: int, is_set: bool, depth: int) -> tuple[TList, int]:
+    if pos >= end:
+        raise _truncated(pos)
+    header = buf[pos]
+    pos += 1
+    etype = _elem_type(header & 0x0F, pos)
+    n = header >> 4
+    if n == 15:
+        n, pos = _size(buf, pos, end, 1)
+    elif n > end - pos:
+        raise _truncated(pos, "list cannot fit in the bytes left")
+    if etype == T.FALSE:
+        etype = T.TRUE
+    items = []
+    append = items.append
+    if etype == _STRUCT and n:
+        if depth >= MAX_DEPTH:
+            raise ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+        for _ in range(n):
+            item, pos = _struct(buf, pos, end, depth + 1)
+            append(item)
+    else:
+        for _ in range(n):
+            item, pos = _value(buf, pos, end, etype, depth, True)
+            append(item)
+    return TList(etype, tuple(items), is_set), pos
+
+
+def _map(buf: Buffer, pos: int, end: int, depth: int) -> tuple[TMap, int]:
+    n, pos = _size(buf, pos, end, 2)
+    if n == 0:
+        return TMap(T.BINARY, T.BINARY, ()), pos
+    if pos >= end:
+        raise _truncated(pos)
+    kv = buf[pos]
+    pos += 1
+    ktype, vtype = _elem_type(kv >> 4, pos), _elem_type(kv & 0x0F, pos)
+    items = []
+    for _ in range(n):
+        key, pos = _value(buf, pos, end, ktype, depth, True)
+        item, pos = _value(buf, pos, end, vtype, depth, True)
+        items.append((key, item))
+    return TMap(ktype, vtype, tuple(items)), pos
 
 
 def uleb128(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int] | None:
@@ -275,101 +307,107 @@ def decode_struct(
     buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
 ) -> tuple[Struct, int]:
     """Decode one struct starting at buf[pos]; return it and the position just after it."""
-    reader = _Reader(buf, pos, len(buf) if end is None else end)
-    return reader.struct(0), reader.pos
+    return _struct(buf, pos, len(buf) if end is None else end, 0)
 
 
-class _Writer:
-    __slots__ = ("out",)
+# Encoding appends to one bytearray through plain functions, for the same reason as decoding.
 
-    def __init__(self) -> None:
-        self.out = bytearray()
 
-    def varint(self, n: int) -> None:
-        out = self.out
-        while n > 0x7F:
-            out.append((n & 0x7F) | 0x80)
-            n >>= 7
-        out.append(n)
+def _varint_to(out: bytearray, n: int) -> None:
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
 
-    def zigzag(self, n: int) -> None:
-        self.varint((n << 1) ^ (n >> 63))
 
-    def value(self, ttype: T, value: Any, in_container: bool) -> None:
-        if ttype == _I32 or ttype == _I64 or ttype == _I16:
-            self.zigzag(value)
-        elif ttype == _BYTE:
-            self.out.append(value & 0xFF)
-        elif ttype == _BINARY:
-            data = value.encode() if isinstance(value, str) else value
-            self.varint(len(data))
-            self.out += data
-        elif ttype == _STRUCT:
-            self.struct(value)
-        elif ttype == _TRUE or ttype == _FALSE:
-            if in_container:
-                self.out.append(1 if value else 2)
-        elif ttype == _LIST or ttype == _SET:
-            self.list(value)
-        elif ttype == _DOUBLE:
-            self.out += struct.pack("<d", value)
-        elif ttype == _UUID:
-            self.out += value
-        elif ttype == _MAP:
-            self.map(value)
-        else:
-            raise ValueError(f"cannot encode thrift type {ttype}")
+def _value_to(out: bytearray, ttype: int, value: Any, in_container: bool) -> None:
+    if ttype == _I32 or ttype == _I64 or ttype == _I16:
+        _varint_to(out, (value << 1) ^ (value >> 63))
+    elif ttype == _BYTE:
+        out.append(value & 0xFF)
+    elif ttype == _BINARY:
+        data = value.encode() if isinstance(value, str) else value
+        _varint_to(out, len(data))
+        out += data
+    elif ttype == _STRUCT:
+        _struct_to(out, value)
+    elif ttype == _TRUE or ttype == _FALSE:
+        if in_container:
+            out.append(1 if value else 2)
+    elif ttype == _LIST or ttype == _SET:
+        _list_to(out, value)
+    elif ttype == _DOUBLE:
+        out += struct.pack("<d", value)
+    elif ttype == _UUID:
+        out += value
+    elif ttype == _MAP:
+        _map_to(out, value)
+    else:
+        raise ValueError(f"cannot encode thrift type {ttype}")
 
-    def list(self, value: TList) -> None:
-        n = len(value.items)
-        etype = int(value.elem_type)
-        if n < 15:
-            self.out.append((n << 4) | etype)
-        else:
-            self.out.append(0xF0 | etype)
-            self.varint(n)
-        if etype == _I32 or etype == _I64:
-            zigzag = self.zigzag
-            for item in value.items:
-                zigzag(item)
-            return
-        encode = self.value
+
+def _list_to(out: bytearray, value: TList) -> None:
+    n = len(value.items)
+    etype = int(value.elem_type)
+    if n < 15:
+        out.append((n << 4) | etype)
+    else:
+        out.append(0xF0 | etype)
+        _varint_to(out, n)
+    if etype == _STRUCT:
         for item in value.items:
-            encode(etype, item, True)
+            _struct_to(out, item)
+    elif etype == _I32 or etype == _I64:
+        for item in value.items:
+            _varint_to(out, (item << 1) ^ (item >> 63))
+    else:
+        for item in value.items:
+            _value_to(out, etype, item, True)
 
-    def map(self, value: TMap) -> None:
-        self.varint(len(value.items))
-        if value.items:
-            self.out.append((int(value.key_type) << 4) | int(value.value_type))
-        for k, v in value.items:
-            self.value(value.key_type, k, True)
-            self.value(value.value_type, v, True)
 
-    def struct(self, value: Struct) -> None:
-        out, encode = self.out, self.value
-        last_id = 0
-        for field_id, ftype, fvalue in value.fields:
-            if ftype == _TRUE or ftype == _FALSE:
-                ftype = _TRUE if fvalue else _FALSE
-            delta = field_id - last_id
-            if 0 < delta <= 15:
-                out.append((delta << 4) | ftype)
+def _map_to(out: bytearray, value: TMap) -> None:
+    _varint_to(out, len(value.items))
+    if value.items:
+        out.append((int(value.key_type) << 4) | int(value.value_type))
+    for k, v in value.items:
+        _value_to(out, value.key_type, k, True)
+        _value_to(out, value.value_type, v, True)
+
+
+def _struct_to(out: bytearray, value: Struct) -> None:
+    last_id = 0
+    for field_id, ftype, fvalue in value.fields:
+        if ftype == _TRUE or ftype == _FALSE:
+            ftype = _TRUE if fvalue else _FALSE
+        delta = field_id - last_id
+        if 0 < delta <= 15:
+            out.append((delta << 4) | ftype)
+        else:
+            out.append(ftype)
+            _varint_to(out, (field_id << 1) ^ (field_id >> 63))
+        if ftype == _I32 or ftype == _I64:
+            n = (fvalue << 1) ^ (fvalue >> 63)
+            if n < 0x80:
+                out.append(n)
             else:
-                out.append(ftype)
-                self.zigzag(field_id)
-            if ftype == _I32 or ftype == _I64:
-                self.zigzag(fvalue)
-            else:
-                encode(ftype, fvalue, False)
-            last_id = field_id
-        out.append(_STOP)
+                _varint_to(out, n)
+        elif ftype == _STRUCT:
+            _struct_to(out, fvalue)
+        elif ftype == _BINARY:
+            data = fvalue.encode() if isinstance(fvalue, str) else fvalue
+            _varint_to(out, len(data))
+            out += data
+        else:
+            _value_to(out, ftype, fvalue, False)
+        last_id = field_id
+    out.append(_STOP)
 
 
 def encode_struct(value: Struct) -> bytes:
     """Encode a struct in canonical compact form."""
-    writer = _Writer()
-    writer.struct(value)
-    return bytes(writer.out)
+    out = bytearray()
+    _struct_to(out, value)
+    return bytes(out)
 
 
 def walk(value: Any) -> Iterator[Any]:

@@ -48,6 +48,7 @@ from pageindex.page_walk import DATA_PAGE, DATA_PAGE_V2, PH, walk_chunk
 from pageindex.storage import FileVersion, Source
 from pageindex.thrift import Field, Struct, T, TList, TMap, decode_struct, encode_struct
 from tests.helpers.corpus import CORPUS_DIR
+from tests.helpers.page_reader import read_varint
 
 KINDS = (
     "bytes", "bits", "truncate", "cut_middle", "tail_length", "huge_list", "huge_container",
@@ -171,37 +172,53 @@ def _pages(name: str, data_only: bool = False):
 
 # ---------------------------------------------------------------- thrift helpers
 
-class _Locator(thrift._Reader):
-    """pageindex's own Thrift reader, noting where lists, maps, binaries and structs start."""
-
-    __slots__ = ("marks",)
-
-    def __init__(self, buf: bytes) -> None:
-        super().__init__(buf, 0, len(buf))
-        self.marks: list[tuple[str, int]] = []
-
-    def list(self, is_set: bool, depth: int):
-        self.marks.append(("list", self.pos))
-        return super().list(is_set, depth)
-
-    def map(self, depth: int):
-        self.marks.append(("map", self.pos))
-        return super().map(depth)
-
-    def struct(self, depth: int):
-        self.marks.append(("struct", self.pos))
-        return super().struct(depth)
-
-    def value(self, ttype, depth, in_container):
-        if ttype == T.BINARY:
-            self.marks.append(("binary", self.pos))
-        return super().value(ttype, depth, in_container)
-
-
 def locate(buf: bytes) -> list[tuple[str, int]]:
-    loc = _Locator(buf)
-    loc.struct(0)
-    return loc.marks
+    """Where the lists, maps, binaries and structs of the valid Thrift struct at buf[0] start:
+    a walk of its own, apart from the decoder under test."""
+    marks: list[tuple[str, int]] = []
+
+    def value(ttype: int, pos: int, in_container: bool) -> int:
+        if ttype in (T.I16, T.I32, T.I64):
+            return read_varint(buf, pos)[1]
+        if ttype in (T.TRUE, T.FALSE):
+            return pos + 1 if in_container else pos
+        if ttype in (T.BYTE, T.DOUBLE, T.UUID):
+            return pos + {T.BYTE: 1, T.DOUBLE: 8, T.UUID: 16}[ttype]
+        if ttype == T.STRUCT:
+            return struct_at(pos)
+        if ttype == T.BINARY:
+            marks.append(("binary", pos))
+            n, pos = read_varint(buf, pos)
+            return pos + n
+        if ttype in (T.LIST, T.SET):
+            marks.append(("list", pos))
+            header, pos = buf[pos], pos + 1
+            n = header >> 4
+            if n == 15:
+                n, pos = read_varint(buf, pos)
+            for _ in range(n):
+                pos = value(header & 0x0F, pos, True)
+            return pos
+        marks.append(("map", pos))
+        n, pos = read_varint(buf, pos)
+        if n:
+            kv, pos = buf[pos], pos + 1
+            for _ in range(n):
+                pos = value(kv & 0x0F, value(kv >> 4, pos, True), True)
+        return pos
+
+    def struct_at(pos: int) -> int:
+        marks.append(("struct", pos))
+        while True:
+            header, pos = buf[pos], pos + 1
+            if header & 0x0F == T.STOP:
+                return pos
+            if header >> 4 == 0:
+                pos = read_varint(buf, pos)[1]  # a long field id
+            pos = value(header & 0x0F, pos, False)
+
+    struct_at(0)
+    return marks
 
 
 def varint(n: int) -> bytes:

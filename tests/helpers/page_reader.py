@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         byte = buf[pos]
@@ -29,19 +29,19 @@ def _value(buf: bytes, pos: int, ctype: int) -> tuple[object, int]:
     if ctype == 3:
         return buf[pos], pos + 1
     if ctype in (4, 5, 6):
-        raw, pos = _varint(buf, pos)
+        raw, pos = read_varint(buf, pos)
         return (raw >> 1) ^ -(raw & 1), pos
     if ctype == 7:
         return buf[pos : pos + 8], pos + 8
     if ctype == 8:
-        size, pos = _varint(buf, pos)
+        size, pos = read_varint(buf, pos)
         return buf[pos : pos + size], pos + size
     if ctype == 9:
         head = buf[pos]
         pos += 1
         size, etype = head >> 4, head & 0x0F
         if size == 15:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
         items = []
         for _ in range(size):
             item, pos = (buf[pos] == 1, pos + 1) if etype in (1, 2) else _value(buf, pos, etype)
@@ -64,7 +64,7 @@ def read_struct(buf: bytes, pos: int) -> tuple[dict[int, object], int]:
         if head >> 4:
             last += head >> 4
         else:
-            raw, pos = _varint(buf, pos)
+            raw, pos = read_varint(buf, pos)
             last = (raw >> 1) ^ -(raw & 1)
         fields[last], pos = _value(buf, pos, head & 0x0F)
 
