@@ -360,6 +360,13 @@ def _list_to(out: bytearray, value: TList) -> None:
     elif etype == _I32 or etype == _I64:
         for item in value.items:
             _varint_to(out, (item << 1) ^ (item >> 63))
+    elif etype == _TRUE:
+        out += bytes(1 if item else 2 for item in value.items)
+    elif etype == _BINARY:
+        for item in value.items:
+            data = item.encode() if isinstance(item, str) else item
+            _varint_to(out, len(data))
+            out += data
     else:
         for item in value.items:
             _value_to(out, etype, item, True)
