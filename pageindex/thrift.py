@@ -290,7 +290,7 @@ def _map(buf: Buffer, pos: int, end: int, depth: int) -> tuple[TMap, int]:
     return TMap(ktype, vtype, tuple(items)), pos
 
 
-def uleb128(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int] | None:
+def uleb128(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int] | None:
     """The unsigned varint at buf[pos] and the position after it; None if it is cut off or
     longer than `max_bytes` (for varints outside thrift: snappy's length, RLE run headers)."""
     value = shift = 0
@@ -303,9 +303,7 @@ def uleb128(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tu
     return None
 
 
-def decode_struct(
-    buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
-) -> tuple[Struct, int]:
+def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[Struct, int]:
     """Decode one struct starting at buf[pos]; return it and the position just after it."""
     return _struct(buf, pos, len(buf) if end is None else end, 0)
 
