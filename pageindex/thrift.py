@@ -122,6 +122,10 @@ def _truncated(pos: int, reason: str = "thrift data ends early") -> ThriftTrunca
     return ThriftTruncatedError(reason, offset=pos)
 
 
+def _too_deep(pos: int) -> ThriftDecodeError:
+    return ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+
+
 def _varint(buf: Buffer, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     start, stop = pos, min(pos + max_bytes, end)
     result = shift = 0
@@ -193,7 +197,7 @@ def _struct(buf: Buffer, pos: int, end: int, depth: int) -> tuple[Struct, int]:
             value, pos = _take(buf, pos, end, n)
         elif ftype == _STRUCT:
             if depth >= MAX_DEPTH:
-                raise ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+                raise _too_deep(pos)
             value, pos = _struct(buf, pos, end, depth + 1)
         elif ftype == _TRUE or ftype == _FALSE:
             ftype, value = _TRUE, ftype == _TRUE
@@ -229,7 +233,7 @@ def _value(buf: Buffer, pos: int, end: int, ttype: int, depth: int, in_container
     if ttype == _UUID:
         return _take(buf, pos, end, 16)
     if depth >= MAX_DEPTH:
-        raise ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+        raise _too_deep(pos)
     if ttype == _STRUCT:
         return _struct(buf, pos, end, depth + 1)
     if ttype == _LIST or ttype == _SET:
@@ -262,7 +266,7 @@ def _list(buf: Buffer, pos: int, end: int, is_set: bool, depth: int) -> tuple[TL
     append = items.append
     if etype == _STRUCT and n:
         if depth >= MAX_DEPTH:
-            raise ThriftDecodeError(f"nesting deeper than {MAX_DEPTH}", offset=pos)
+            raise _too_deep(pos)
         for _ in range(n):
             item, pos = _struct(buf, pos, end, depth + 1)
             append(item)
@@ -293,14 +297,10 @@ def _map(buf: Buffer, pos: int, end: int, depth: int) -> tuple[TMap, int]:
 def uleb128(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int] | None:
     """The unsigned varint at buf[pos] and the position after it; None if it is cut off or
     longer than `max_bytes` (for varints outside thrift: snappy's length, RLE run headers)."""
-    value = shift = 0
-    for i in range(pos, min(pos + max_bytes, len(buf))):
-        byte = buf[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i + 1
-        shift += 7
-    return None
+    try:
+        return _varint(buf, pos, len(buf), max_bytes)
+    except ThriftDecodeError:
+        return None
 
 
 def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[Struct, int]:
@@ -318,15 +318,23 @@ def _varint_to(out: bytearray, n: int) -> None:
     out.append(n)
 
 
+def _signed_to(out: bytearray, n: int) -> None:
+    _varint_to(out, (n << 1) ^ (n >> 63))
+
+
+def _binary_to(out: bytearray, value: bytes | str) -> None:
+    data = value.encode() if isinstance(value, str) else value
+    _varint_to(out, len(data))
+    out += data
+
+
 def _value_to(out: bytearray, ttype: int, value: Any, in_container: bool) -> None:
     if ttype == _I32 or ttype == _I64 or ttype == _I16:
-        _varint_to(out, (value << 1) ^ (value >> 63))
+        _signed_to(out, value)
     elif ttype == _BYTE:
         out.append(value & 0xFF)
     elif ttype == _BINARY:
-        data = value.encode() if isinstance(value, str) else value
-        _varint_to(out, len(data))
-        out += data
+        _binary_to(out, value)
     elif ttype == _STRUCT:
         _struct_to(out, value)
     elif ttype == _TRUE or ttype == _FALSE:
@@ -357,14 +365,12 @@ def _list_to(out: bytearray, value: TList) -> None:
             _struct_to(out, item)
     elif etype == _I32 or etype == _I64:
         for item in value.items:
-            _varint_to(out, (item << 1) ^ (item >> 63))
+            _signed_to(out, item)
     elif etype == _TRUE:
         out += bytes(1 if item else 2 for item in value.items)
     elif etype == _BINARY:
         for item in value.items:
-            data = item.encode() if isinstance(item, str) else item
-            _varint_to(out, len(data))
-            out += data
+            _binary_to(out, item)
     else:
         for item in value.items:
             _value_to(out, etype, item, True)
@@ -389,7 +395,7 @@ def _struct_to(out: bytearray, value: Struct) -> None:
             out.append((delta << 4) | ftype)
         else:
             out.append(ftype)
-            _varint_to(out, (field_id << 1) ^ (field_id >> 63))
+            _signed_to(out, field_id)
         if ftype == _I32 or ftype == _I64:
             n = (fvalue << 1) ^ (fvalue >> 63)
             if n < 0x80:
@@ -399,9 +405,7 @@ def _struct_to(out: bytearray, value: Struct) -> None:
         elif ftype == _STRUCT:
             _struct_to(out, fvalue)
         elif ftype == _BINARY:
-            data = fvalue.encode() if isinstance(fvalue, str) else fvalue
-            _varint_to(out, len(data))
-            out += data
+            _binary_to(out, fvalue)
         else:
             _value_to(out, ftype, fvalue, False)
         last_id = field_id
