@@ -12,20 +12,26 @@ from pageindex.retrofit import retrofit
 from pageindex.verify import verify
 
 
+def _note_at_each_decode(monkeypatch, note):
+    """A list that gets note() each time a chunk is about to be decoded."""
+    notes = []
+    original = chunk_scan.decode
+
+    def recording(*args, **kwargs):
+        notes.append(note())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(chunk_scan, "decode", recording)
+    return notes
+
+
 def test_a_decoded_chunk_is_released_before_the_next_one_decodes(tmp_path, monkeypatch):
     rows = 400_000  # 3.2 MB per int64 column: each chunk is decoded on its own, not batched
     rng = np.random.default_rng(7)
     table = pa.table({f"c{i}": pa.array(rng.integers(0, 1 << 62, rows)) for i in range(3)})
     path = tmp_path / "big_chunks.parquet"
     pq.write_table(table, path, compression="none", use_dictionary=False, write_page_index=False)
-    held_before_decode = []
-    original = chunk_scan.decode
-
-    def recording(*args, **kwargs):
-        held_before_decode.append(pa.total_allocated_bytes())
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(chunk_scan, "decode", recording)
+    held_before_decode = _note_at_each_decode(monkeypatch, pa.total_allocated_bytes)
     retrofit(str(path), dry_run=True)
     assert len(held_before_decode) == 3
     # Each column decodes to 3.2 MB; none of it may still be held when the next one starts.
@@ -35,14 +41,7 @@ def test_a_decoded_chunk_is_released_before_the_next_one_decodes(tmp_path, monke
 def test_retrofit_and_verify_run_with_the_collector_paused(tmp_path, monkeypatch):
     path = tmp_path / "one_column.parquet"
     pq.write_table(pa.table({"a": list(range(100))}), path)
-    collector_on_while_decoding = []
-    original = chunk_scan.decode
-
-    def recording(*args, **kwargs):
-        collector_on_while_decoding.append(gc.isenabled())
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(chunk_scan, "decode", recording)
+    collector_on_while_decoding = _note_at_each_decode(monkeypatch, gc.isenabled)
     gc.enable()
     retrofit(str(path))
     assert verify(str(path)).ok
