@@ -32,8 +32,9 @@ write-back does not land on the next one.
 
 Memory priming: each Python tool (read_table, retrofit, pyarrow rewrite) first touches and frees
 1.25x its peak RSS from its previous run on the dataset (the first time, an untimed run learns
-that peak), plus the size of the file it writes (retrofit in place, the rewrite: the new file's
-page cache is new memory too), resets its `VmHWM`, then starts the timed operation; cp and
+that peak), plus the size of the file it writes (the rewrite's new file takes page cache, new
+memory too; so did retrofit's copy before it wrote ext4 with direct I/O, and it is primed the same
+way still), resets its `VmHWM`, then starts the timed operation; cp and
 cp+fsync run right after a worker process that primes the file's size. The bench machine is a VM that
 hands freed memory back to its host (free page reporting), and the first touch of such memory
 costs the faulting process 1-2 ms of CPU per MiB: pyarrow `read_table` of numeric-200MB,
@@ -46,7 +47,7 @@ keeps the heap it grew and is not primed; cat allocates little.
 | --- | --- | --- |
 | cat (warm) | `cat FILE > /dev/null`, run twice | the second run (process wall time): the floor for reading the bytes |
 | cp | `cp FILE COPY` | process wall time (coreutils cp, in-kernel copy_file_range on this filesystem; no fsync) |
-| cp+fsync | `cp FILE COPY && sync COPY` | process wall time: the floor for writing a durable copy, which is what retrofit's commit does |
+| cp+fsync | `cp FILE COPY && sync COPY` | process wall time: a durable copy made through the page cache (retrofit's commit makes a durable copy too, on ext4 with direct I/O) |
 | pyarrow read_table | `pq.read_table(FILE, use_threads=False)` | the call only (decode floor) |
 | retrofit (exact) | `pageindex retrofit COPY` (in place, CLI entry point `pageindex.cli.main`) on a fresh copy made untimed just before | `cli.main` only: read + decode + build index + copy prefix + write tail + fsync + rename |
 | retrofit --trust-page-stats | the same with `--trust-page-stats` (or `retrofit(..., trust_page_stats=True)` if only the API has it) | as above; skipped while the option does not exist |

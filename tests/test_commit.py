@@ -1,9 +1,12 @@
 """pageindex.commit: atomic local replace, temp-file hygiene, concurrent modification detection."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import importlib
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -27,6 +30,24 @@ def src(tmp_path) -> Path:
     table = pa.table({"k": np.arange(20_000, dtype=np.int64), "s": [f"v{i}" for i in range(20_000)]})
     pq.write_table(table, path, data_page_size=4096, write_page_index=False)
     return path
+
+
+def _footer_start(path: Path) -> int:
+    data = path.read_bytes()
+    return len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+
+
+def _on_ext_filesystem(directory: Path) -> bool:
+    """Whether `directory` sits on ext2/3/4, by the mount table (the reference for
+    commit._copies_through_page_cache, which asks the kernel for the filesystem's magic)."""
+    device = os.stat(directory).st_dev
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        major, minor = (int(n) for n in fields[2].split(":"))
+        fstype = fields[fields.index("-") + 1]
+        if os.makedev(major, minor) == device:
+            return fstype in ("ext2", "ext3", "ext4")
+    return False
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -66,7 +87,7 @@ def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, 
     if not hasattr(os, "copy_file_range"):
         pytest.skip("no os.copy_file_range on this platform")
     dst = src if in_place else tmp_path / "out" / "o.parquet"
-    footer_start = src.stat().st_size - 8 - int.from_bytes(src.read_bytes()[-8:-4], "little")
+    footer_start = _footer_start(src)
     flushed = threading.Event()
     real_fdatasync, real_compute = os.fdatasync, retrofit_mod.compute_indexes
 
@@ -96,7 +117,7 @@ def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
     the final fdatasync waits for the last block only, not for the whole prefix."""
     if not hasattr(os, "copy_file_range") or commit_mod._SYNC_FILE_RANGE is None:
         pytest.skip("no copy_file_range or sync_file_range on this platform")
-    footer_start = src.stat().st_size - 8 - int.from_bytes(src.read_bytes()[-8:-4], "little")
+    footer_start = _footer_start(src)
     calls = []
     real = commit_mod.start_writeback
 
@@ -107,6 +128,7 @@ def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
 
     monkeypatch.setattr(commit_mod, "COPY_BLOCK", 16 << 10)
     monkeypatch.setattr(commit_mod, "start_writeback", spy)
+    monkeypatch.setattr(commit_mod, "_copies_through_page_cache", lambda fd: False)
     pageindex.retrofit(str(src))
     assert len(calls) == -(-footer_start // (16 << 10)) > 2
     assert all(started for _, _, started in calls)  # the real system call accepted each range
@@ -123,6 +145,73 @@ def test_start_writeback_reports_a_refused_range(tmp_path):
         out.flush()
         assert commit_mod.start_writeback(out.fileno(), 0, 10_000)
         assert not commit_mod.start_writeback(out.fileno(), -1, 10)  # EINVAL
+
+
+def _has_direct_flag(fd: int) -> bool:
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+
+
+def test_direct_copy_writes_the_aligned_bulk_past_the_page_cache(src, monkeypatch):
+    """On ext2/3/4 the block-aligned part of the prefix is written with O_DIRECT, block after
+    block from offset 0; only the unaligned rest goes through copy_file_range, with the flag
+    taken off the descriptor again."""
+    if not _on_ext_filesystem(src.parent):
+        pytest.skip("direct I/O copies are made on ext2/3/4 only")
+    block = 16 << 10
+    monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", block)
+    writes, kernel = [], []
+    real_pwritev, real_copy = os.pwritev, os.copy_file_range
+
+    def pwritev(fd, buffers, offset):
+        writes.append((offset, sum(len(b) for b in buffers), _has_direct_flag(fd)))
+        return real_pwritev(fd, buffers, offset)
+
+    def copy_file_range(src_fd, dst_fd, count, offset_src, offset_dst):
+        kernel.append((offset_dst, count, _has_direct_flag(dst_fd)))
+        return real_copy(src_fd, dst_fd, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "pwritev", pwritev)
+    monkeypatch.setattr(os, "copy_file_range", copy_file_range)
+    original, footer_start = src.read_bytes(), _footer_start(src)
+    aligned = footer_start - footer_start % commit_mod.DIRECT_ALIGN
+    pageindex.retrofit(str(src))
+    assert aligned > 2 * block
+    assert [offset for offset, _, _ in writes] == list(range(0, aligned, block))
+    assert sum(n for _, n, _ in writes) == aligned and all(direct for _, _, direct in writes)
+    assert kernel == ([(aligned, footer_start - aligned, False)] if footer_start > aligned else [])
+    assert src.read_bytes()[:footer_start] == original[:footer_start]
+    assert verify(str(src)).ok
+
+
+def test_direct_copy_refused_midway_goes_on_buffered(src, monkeypatch):
+    """A direct write the filesystem refuses (EINVAL) ends the direct copy, not the run: the
+    buffered copy goes on from where it stopped."""
+    if not _on_ext_filesystem(src.parent):
+        pytest.skip("direct I/O copies are made on ext2/3/4 only")
+    monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", 16 << 10)
+    real_pwritev, calls = os.pwritev, []
+
+    def pwritev(fd, buffers, offset):
+        calls.append(offset)
+        if len(calls) == 3:
+            raise OSError(errno.EINVAL, "refused")
+        return real_pwritev(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", pwritev)
+    original, footer_start = src.read_bytes(), _footer_start(src)
+    assert pageindex.retrofit(str(src)).status == "indexed"
+    assert calls == [0, 16 << 10, 32 << 10]
+    assert src.read_bytes()[:footer_start] == original[:footer_start]
+    assert verify(str(src)).ok
+
+
+@pytest.mark.parametrize("where", ["tmp", "/dev/shm"])
+def test_direct_copy_is_chosen_by_filesystem(tmp_path, where):
+    directory = tmp_path if where == "tmp" else Path(where)
+    if not directory.is_dir():
+        pytest.skip(f"no {where} here")
+    with tempfile.TemporaryFile(dir=directory) as f:
+        assert commit_mod._copies_through_page_cache(f.fileno()) == _on_ext_filesystem(directory)
 
 
 @pytest.mark.parametrize("how", ["renamed_over", "written_in_place"])
@@ -194,9 +283,16 @@ def test_destination_with_the_longest_allowed_name(src, tmp_path):
     assert verify(str(dst)).ok and leftovers(dst.parent) == []
 
 
-@pytest.fixture(params=["python", "kernel"])
-def copy_path(request, monkeypatch):
-    """The prefix copy goes through Source.read, or (local to local) os.copy_file_range."""
+@pytest.fixture(params=["python", "kernel", "direct"])
+def copy_path(request, monkeypatch, tmp_path):
+    """The prefix copy goes through Source.read, or (local to local) os.copy_file_range, or
+    (on ext2/3/4) O_DIRECT writes of the aligned bulk, in blocks of 16 KiB here."""
+    if request.param == "direct":
+        if not _on_ext_filesystem(tmp_path):
+            pytest.skip("direct I/O copies are made on ext2/3/4 only")
+        monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", 16 << 10)
+        return request.param
+    monkeypatch.setattr(commit_mod, "_copies_through_page_cache", lambda fd: False)
     if request.param == "python":
         monkeypatch.delattr(os, "copy_file_range", raising=False)
     elif not hasattr(os, "copy_file_range"):
@@ -204,9 +300,10 @@ def copy_path(request, monkeypatch):
     return request.param
 
 
-def _on_kernel_copy(monkeypatch, action) -> dict:
-    """Run `action` at the first os.copy_file_range call (the kernel-side prefix copy)."""
-    real = os.copy_file_range
+def _on_copy(monkeypatch, copy_path: str, action) -> dict:
+    """Run `action` at the first os.copy_file_range ("kernel") or os.pwritev ("direct") call."""
+    name = "pwritev" if copy_path == "direct" else "copy_file_range"
+    real = getattr(os, name)
     state = {"calls": 0}
 
     def wrapped(*args, **kwargs):
@@ -215,7 +312,7 @@ def _on_kernel_copy(monkeypatch, action) -> dict:
             action()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(os, "copy_file_range", wrapped)
+    monkeypatch.setattr(os, name, wrapped)
     return state
 
 
@@ -254,7 +351,7 @@ def test_failure_mid_copy_leaves_no_temp_file(src, tmp_path, monkeypatch, in_pla
     else:
         def fail():
             raise OSError(5, "injected kernel copy failure")
-        calls = _on_kernel_copy(monkeypatch, fail)
+        calls = _on_copy(monkeypatch, copy_path, fail)
     with pytest.raises(StorageError, match="injected"):
         pageindex.retrofit(str(src), None if dst is None else str(dst))
     if copy_path == "python":
@@ -291,8 +388,8 @@ def _modify_during_copy(monkeypatch, path: Path, how: str, copy_path: str):
             st = os.stat(path)
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
 
-    if copy_path == "kernel":
-        _on_kernel_copy(monkeypatch, modify)
+    if copy_path != "python":
+        _on_copy(monkeypatch, copy_path, modify)
         return state
     real_read = Source.read
 
