@@ -51,11 +51,11 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
     }
     try:
         fs, path = filesystem_for(file.url, options.storage_options)
-        dst = None
+        dst_fs, dst = None, None
         if options.output is not None:
-            _, dst = filesystem_for(record["output"], options.storage_options)
+            dst_fs, dst = filesystem_for(record["output"], options.storage_options)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
-                          filesystem=fs, dry_run=options.dry_run,
+                          filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
                           stale_temp_seconds=options.stale_temp_seconds)
         record.update(

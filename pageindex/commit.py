@@ -60,12 +60,13 @@ def _copy_prefix(source: Source, out: Any, length: int, stop: threading.Event | 
     local the bytes skip Python: direct I/O where the filesystem could only copy them through the
     page cache (_copy_direct), then the kernel's copy_file_range, which may reflink instead."""
     pos = 0
-    if source.local and hasattr(out, "fileno"):
+    fd = _descriptor(out) if source.local else None
+    if fd is not None:
         out.flush()
-        if _copies_through_page_cache(out.fileno()):
-            pos = _copy_direct(source, out.fileno(), length, stop)
+        if _copies_through_page_cache(fd):
+            pos = _copy_direct(source, fd, length, stop)
         if hasattr(os, "copy_file_range"):
-            pos = _copy_in_kernel(source, out.fileno(), pos, length, stop)
+            pos = _copy_in_kernel(source, fd, pos, length, stop)
         source.stats.record(0, pos, "copy")
         out.seek(pos)
     while pos < length and not (stop and stop.is_set()):
@@ -74,6 +75,15 @@ def _copy_prefix(source: Source, out: Any, length: int, stop: threading.Event | 
             raise StorageError("file shrank while copying", path=source.path, offset=pos)
         out.write(block)
         pos += len(block)
+
+
+def _descriptor(out: Any) -> int | None:
+    """The OS file descriptor behind `out`, or None: fsspec's remote and in-memory files have a
+    fileno() that refuses."""
+    try:
+        return out.fileno()
+    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
+        return None
 
 
 def _copy_in_kernel(source: Source, fd: int, pos: int, length: int, stop: threading.Event | None) -> int:

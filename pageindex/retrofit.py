@@ -97,10 +97,12 @@ def is_fully_indexed(footer: Footer) -> bool:
 
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,
-             filesystem: Any = None, dry_run: bool = False, trust_page_stats: bool = False,
-             stale_temp_seconds: float = 3600.0) -> RetrofitResult:
+             filesystem: Any = None, dst_filesystem: Any = None, dry_run: bool = False,
+             trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
 
+    filesystem: the fsspec filesystem of src, and of dst unless dst_filesystem is given (by default
+    each path's own, from its URL).
     trust_page_stats: build a chunk's ColumnIndex bounds from its page-header statistics, without
     decoding values, where those can be trusted (see page_stats); other chunks are decoded exactly.
     stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
@@ -109,7 +111,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
     started = time.monotonic()
-    dst_fs, dst_path = resolve(src if dst is None else dst, filesystem)
+    dst_fs, dst_path = resolve(src if dst is None else dst,
+                                 filesystem if dst_filesystem is None else dst_filesystem)
     if not dry_run:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
     with open_source(src, filesystem) as source, collector_paused():

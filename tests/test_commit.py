@@ -5,6 +5,7 @@ import errno
 import fcntl
 import importlib
 import os
+import posixpath
 import stat
 import tempfile
 import threading
@@ -427,6 +428,26 @@ def test_concurrent_modification_to_other_destination(src, tmp_path, monkeypatch
         pageindex.retrofit(str(src), str(dst))
     assert state["done"]
     assert not dst.exists()
+
+
+@pytest.mark.parametrize("how", ["url", "dst_filesystem"])
+def test_local_source_to_another_filesystem(src, tmp_path, how):
+    """A local file retrofitted to another filesystem (fsspec's in-memory one): its file objects
+    have a fileno() that refuses, so the prefix goes through Python, and the result is the bytes
+    a local destination gets."""
+    fs = fsspec.filesystem("memory")
+    target = f"/pageindex-{tmp_path.name}/o.parquet"
+    try:
+        if how == "url":
+            result = pageindex.retrofit(str(src), f"memory://{target}")
+        else:
+            result = pageindex.retrofit(str(src), target, dst_filesystem=fs)
+        local = tmp_path / "o.parquet"
+        pageindex.retrofit(str(src), str(local))
+        assert result.status == "indexed"
+        assert fs.cat_file(target) == local.read_bytes()
+    finally:
+        fs.rm(posixpath.dirname(target), recursive=True)
 
 
 def test_destination_directory_created(src, tmp_path):

@@ -341,6 +341,20 @@ def test_copy_unchanged_local_to_s3(s3fs_fs, s3_bucket, s3_storage_options, tmp_
     assert not (tmp_path / s3_bucket).exists()
 
 
+def test_local_to_s3_output(s3fs_fs, s3_bucket, s3_storage_options, tmp_path, monkeypatch):
+    """A local input retrofitted to an S3 output lands in the bucket, byte for byte the local
+    retrofit's result (not in a local directory named like the bucket)."""
+    monkeypatch.chdir(tmp_path)
+    f = write_arrow(tmp_path / "src" / "day=1" / "a.parquet", 0, n=4_000)
+    rec = process_file(InputFile(str(f), f.stat().st_size, "day=1/a.parquet"),
+                       JobOptions(output=f"s3://{s3_bucket}/out", storage_options=s3_storage_options))
+    assert rec["status"] == "indexed", rec
+    local = tmp_path / "local.parquet"
+    process_file(InputFile(str(f), f.stat().st_size, "a.parquet"), JobOptions(output=str(local)))
+    assert s3fs_fs.cat_file(f"{s3_bucket}/out/day=1/a.parquet") == (local / "a.parquet").read_bytes()
+    assert not (tmp_path / s3_bucket).exists()
+
+
 def test_output_with_glob_keeps_partition_directories(spark, tmp_path):
     """`--input root/day=* --output out` must keep the Hive partition directories: they carry
     the partition values, so flattening them loses the `day` column of the copied dataset.
