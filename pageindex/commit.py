@@ -144,8 +144,7 @@ def _copy_direct(source: Source, fd: int, length: int, stop: threading.Event | N
     try:
         while pos < aligned and not (stop and stop.is_set()):
             block = view[:min(len(view), aligned - pos)]
-            with storage_errors("read", source.path, pos):
-                got = os.preadv(source.fileno(), [block], pos)
+            got = source.read_into(pos, block)
             if got < len(block):
                 raise StorageError("file shrank while copying", path=source.path, offset=pos + got)
             try:

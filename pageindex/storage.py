@@ -113,10 +113,15 @@ class Source:
         view = self._take_spare(end - offset)
         if view is None:
             return self.read(offset, length, purpose)
-        with storage_errors("read", self.path, offset):
-            got = os.preadv(self.fileno(), [view], offset)
+        got = self.read_into(offset, view)
         self.stats.record(offset, got, purpose)
         return view.toreadonly()[:got]
+
+    def read_into(self, offset: int, view: memoryview) -> int:
+        """Read a local source's bytes at `offset` into `view`, as many as fit before the end of
+        the file; how many. Not counted in the stats: the caller records what the read was for."""
+        with storage_errors("read", self.path, offset):
+            return os.preadv(self.fileno(), [view], offset)
 
     def _take_spare(self, size: int) -> memoryview | None:
         """A writable view of the first `size` bytes of the spare buffer, or None while a view
