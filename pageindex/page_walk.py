@@ -183,7 +183,13 @@ def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, 
             if buf_start + len(buf) >= limit:
                 raise MalformedFileError("page header runs past the chunk's region",
                                          offset=offset) from None
-            buf = bytes(buf) + source.read(buf_start + len(buf), min(more, limit - buf_start - len(buf)), purpose)
+            wanted = min(more, limit - buf_start - len(buf))
+            extra = source.read(buf_start + len(buf), wanted, purpose)
+            if len(extra) < wanted:
+                # The file ends before the region its footer describes: it shrank after the
+                # footer was read (or lies about its size). Asking again would get nothing more.
+                raise MalformedFileError("page header runs past the end of the file", offset=offset)
+            buf = bytes(buf) + extra
             more *= 4
         except PageIndexError as err:
             raise MalformedFileError(f"bad page header: {err.reason}", offset=offset) from None

@@ -100,6 +100,22 @@ def test_windowed_walk_matches_whole_walk(path):
                 assert bytes(pages.loaded().data) == bytes(held.data)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("window", [None, 4096])
+def test_file_that_shrank_after_its_footer_was_read(tmp_path, window):
+    """A file cut short while it is walked (another writer truncating it) fails the walk with a
+    typed error; it must not wait forever for page-header bytes the file no longer has."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.arange(200_000)}), path, data_page_size=8192, use_dictionary=False)
+    with open_source(str(path)) as s:
+        footer = read_footer(s)
+        chunk = footer.chunks[0][0]
+        with open(path, "r+b") as f:
+            f.truncate(chunk.start + 100)
+        with pytest.raises(MalformedFileError, match="end of the file"):
+            walk_chunk(s, chunk, footer.footer_start, window=window)
+
+
 def test_dict_page_offset_zero():
     path = corpus_path(DATA + "dict-page-offset-zero.parquet")
     ((chunk, pages),) = walk_all(path).values()
