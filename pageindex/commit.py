@@ -126,10 +126,11 @@ DIRECT_ALIGN = 4096
 
 
 def _copy_direct(source: Source, fd: int, length: int, stop: threading.Event | None) -> int:
-    """Copy the block-aligned part of source[0:length] to fd with O_DIRECT writes: read from the
-    page cache into one reused buffer, written from there to the disk. No page-cache pages are
-    made for the copy, and the thread waits on the disk instead of copying memory. Returns the
-    bytes copied; 0 (or where it stopped) when the filesystem refuses direct I/O."""
+    """Copy the block-aligned part of source[0:length] to fd with O_DIRECT writes made straight
+    from the source's page cache: each block of the source is mapped read-only and handed to the
+    write, so the kernel gives the disk the cached pages themselves. No memory is copied and no
+    page cache is made for the copy; the thread waits on the disk. Returns the bytes copied; 0
+    (or where it stopped) when the filesystem refuses direct I/O or a block cannot be mapped."""
     aligned = length - length % DIRECT_ALIGN
     if aligned == 0:
         return 0
@@ -138,29 +139,32 @@ def _copy_direct(source: Source, fd: int, length: int, stop: threading.Event | N
         fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
     except OSError:
         return 0
-    buffer = mmap.mmap(-1, min(DIRECT_BLOCK, aligned), flags=mmap.MAP_PRIVATE)  # page-aligned
-    view = memoryview(buffer)
     pos = 0
     try:
         while pos < aligned and not (stop and stop.is_set()):
-            block = view[:min(len(view), aligned - pos)]
-            got = source.read_into(pos, block)
-            if got < len(block):
-                raise StorageError("file shrank while copying", path=source.path, offset=pos + got)
             try:
-                sent = os.pwritev(fd, [block], pos)
+                # Never read by this process, only by the kernel on its behalf: a page the
+                # source lost meanwhile (truncated) fails the write with EFAULT, never a SIGBUS.
+                window = mmap.mmap(source.fileno(), min(DIRECT_BLOCK, aligned - pos),
+                                   access=mmap.ACCESS_READ, offset=pos)
+            except ValueError:
+                raise StorageError("file shrank while copying", path=source.path, offset=pos) from None
+            except OSError:
+                break  # a source that cannot be mapped: the buffered copy goes on from pos
+            try:
+                sent = os.pwritev(fd, [window], pos)
             except OSError as err:
                 if err.errno == errno.EINVAL:
                     break  # this alignment is refused after all: the buffered copy goes on from pos
+                if err.errno == errno.EFAULT:
+                    raise StorageError("file shrank while copying", path=source.path, offset=pos) from None
                 raise StorageError(f"copy failed: {err}", path=source.path, offset=pos) from err
             finally:
-                block.release()
+                window.close()
             if sent <= 0:
                 break
             pos += sent
     finally:
-        view.release()
-        buffer.close()
         fcntl.fcntl(fd, fcntl.F_SETFL, flags)
     return pos
 

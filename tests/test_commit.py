@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import importlib
+import mmap
 import os
 import posixpath
 import stat
@@ -154,17 +155,21 @@ def _has_direct_flag(fd: int) -> bool:
 
 def test_direct_copy_writes_the_aligned_bulk_past_the_page_cache(src, monkeypatch):
     """On ext2/3/4 the block-aligned part of the prefix is written with O_DIRECT, block after
-    block from offset 0; only the unaligned rest goes through copy_file_range, with the flag
-    taken off the descriptor again."""
+    block from offset 0, each straight from a read-only mapping of the source's bytes (no copy
+    through a buffer of ours); only the unaligned rest goes through copy_file_range, with the
+    flag taken off the descriptor again."""
     if not _on_ext_filesystem(src.parent):
         pytest.skip("direct I/O copies are made on ext2/3/4 only")
     block = 16 << 10
     monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", block)
-    writes, kernel = [], []
+    writes, kernel, mapped = [], [], []
     real_pwritev, real_copy = os.pwritev, os.copy_file_range
+    original = src.read_bytes()
 
     def pwritev(fd, buffers, offset):
         writes.append((offset, sum(len(b) for b in buffers), _has_direct_flag(fd)))
+        (window,) = buffers
+        mapped.append(isinstance(window, mmap.mmap) and window[:] == original[offset:offset + len(window)])
         return real_pwritev(fd, buffers, offset)
 
     def copy_file_range(src_fd, dst_fd, count, offset_src, offset_dst):
@@ -173,11 +178,12 @@ def test_direct_copy_writes_the_aligned_bulk_past_the_page_cache(src, monkeypatc
 
     monkeypatch.setattr(os, "pwritev", pwritev)
     monkeypatch.setattr(os, "copy_file_range", copy_file_range)
-    original, footer_start = src.read_bytes(), _footer_start(src)
+    footer_start = _footer_start(src)
     aligned = footer_start - footer_start % commit_mod.DIRECT_ALIGN
     pageindex.retrofit(str(src))
     assert aligned > 2 * block
     assert [offset for offset, _, _ in writes] == list(range(0, aligned, block))
+    assert all(mapped)
     assert sum(n for _, n, _ in writes) == aligned and all(direct for _, _, direct in writes)
     assert kernel == ([(aligned, footer_start - aligned, False)] if footer_start > aligned else [])
     assert src.read_bytes()[:footer_start] == original[:footer_start]
@@ -382,6 +388,8 @@ def _modify_during_copy(monkeypatch, path: Path, how: str, copy_path: str):
         if how == "append":
             with open(path, "ab") as f:
                 f.write(b"appended by someone else")
+        elif how == "truncate":  # the direct copy's mapped source pages vanish under it
+            os.truncate(path, 50)
         else:  # same size, new bytes and a new mtime
             data = bytearray(path.read_bytes())
             data[100] ^= 0xFF
@@ -405,7 +413,7 @@ def _modify_during_copy(monkeypatch, path: Path, how: str, copy_path: str):
     return state
 
 
-@pytest.mark.parametrize("how", ["append", "rewrite"])
+@pytest.mark.parametrize("how", ["append", "rewrite", "truncate"])
 def test_concurrent_modification_in_place(src, monkeypatch, how, copy_path):
     state = _modify_during_copy(monkeypatch, src, how, copy_path)
     with pytest.raises(ConcurrentModificationError) as err:
@@ -416,6 +424,8 @@ def test_concurrent_modification_in_place(src, monkeypatch, how, copy_path):
     # the other writer's version is what stays on disk
     if how == "append":
         assert src.read_bytes().endswith(b"appended by someone else")
+    elif how == "truncate":
+        assert src.stat().st_size == 50
 
 
 def test_concurrent_modification_to_other_destination(src, tmp_path, monkeypatch, copy_path):
