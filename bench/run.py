@@ -41,7 +41,7 @@ MiB = 1 << 20
 FULL_KINDS = ("numeric", "strings_low", "strings_high", "nested", "v2_zstd", "wide")
 QUICK_KINDS = ("numeric", "strings_high", "nested")
 
-TOOLS = ("cat_warm", "read_table", "cp", "cp_fsync", "retrofit", "retrofit_trust", "retrofit_dry",
+TOOLS = ("cat_warm", "read_table", "decompress", "cp", "cp_fsync", "retrofit", "retrofit_trust", "retrofit_dry",
          "retrofit_trust_dry", "pa_rewrite", "spark_rewrite")
 
 
@@ -298,6 +298,7 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
     out["cat_warm"] = _proc_sample(r, "cat")
 
     out["read_table"] = _sample(_primed(cfg, peaks, "read_table", ["read_table", src], os.sync), "read_table")
+    out["decompress"] = _sample(_primed(cfg, peaks, "decompress", ["decompress", src], os.sync), "decompress")
 
     dst = work / "cp.parquet"
     size = os.path.getsize(src)

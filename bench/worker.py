@@ -206,6 +206,48 @@ def op_read_table(src: str) -> dict:
     return {**timing, "decoded_bytes": table.nbytes}
 
 
+def op_decompress(src: str) -> dict:
+    """The floor of any exact retrofit: read every column chunk's bytes and decompress every page
+    (one pyarrow codec call each, into Arrow's memory pool), nothing decoded. Where the pages are
+    is learned first, untimed, with pageindex's page walk."""
+    import pyarrow as pa
+
+    from pageindex.compression import codec_name
+    from pageindex.page_walk import DATA_PAGE_V2, walk_chunk
+    from pageindex.retrofit import read_footer
+    from pageindex.storage import open_source
+
+    chunks = []  # (codec, start, length, [(body offset in the chunk, compressed, uncompressed)])
+    with open_source(src) as source:
+        footer = read_footer(source)
+        for row in footer.chunks:
+            for chunk in row:
+                pages = walk_chunk(source, chunk, footer.footer_start)
+                bodies = []
+                for page in ((pages.dictionary,) if pages.dictionary else ()) + pages.pages:
+                    # A v2 page's levels are stored uncompressed ahead of its values.
+                    levels = page.def_levels_size + page.rep_levels_size if page.kind == DATA_PAGE_V2 else 0
+                    if page.is_compressed:
+                        bodies.append((page.offset - pages.start + page.header_size + levels,
+                                       page.compressed_size - levels, page.uncompressed_size - levels))
+                chunks.append((chunk.codec, pages.start, len(pages.data), bodies))
+    codecs = {c: pa.Codec(codec_name(c).lower()) for c, _, _, bodies in chunks if bodies}
+    fd = os.open(src, os.O_RDONLY)
+    _prime_memory()
+    try:
+        with _measured() as timing:
+            decompressed = 0
+            for codec, start, length, bodies in chunks:
+                data = memoryview(os.pread(fd, length, start))
+                for offset, size, uncompressed in bodies:
+                    codecs[codec].decompress(data[offset:offset + size], uncompressed, asbytes=False)
+                    decompressed += uncompressed
+                del data
+    finally:
+        os.close(fd)
+    return {**timing, "decompressed_bytes": decompressed}
+
+
 def op_queries(spec_json: str) -> dict:
     """DataFusion page pruning and pageindex lookup I/O for a list of queries on some files."""
     import pageindex
@@ -320,6 +362,7 @@ def op_scale_job(src_dir: str, out_dir: str, master: str = "local[2]") -> dict:
 
 OPS = {
     "retrofit": op_retrofit, "retrofit_api": op_retrofit_api, "rewrite": op_rewrite, "read_table": op_read_table,
+    "decompress": op_decompress,
     "queries": op_queries, "index_sizes": op_index_sizes, "profile": op_profile,
     "scale_job": op_scale_job, "trust_support": lambda: trust_support(),
     "prime": lambda: _prime_memory() or {},  # for a shell tool (cp) run right after this process
