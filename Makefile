@@ -31,8 +31,9 @@ check-java:
 run: env check-java
 	$(PY) jobs/demo.py
 
+# BENCH_ARGS: more options, e.g. BENCH_ARGS='--reflink-dir /mnt/xfs' (see bench/README.md).
 bench: env
-	$(PY) -m bench.run
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 bench-quick: env
 	$(PY) -m bench.run --quick

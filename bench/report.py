@@ -15,6 +15,8 @@ TOOL_LABELS = {
     "retrofit_trust": "retrofit --trust-page-stats",
     "retrofit_dry": "retrofit --dry-run",
     "retrofit_trust_dry": "--trust-page-stats --dry-run",
+    "retrofit_reflink": "retrofit (exact), reflink fs",
+    "retrofit_trust_reflink": "--trust-page-stats, reflink fs",
     "pa_rewrite": "pyarrow rewrite",
     "spark_rewrite": "Spark rewrite",
 }
@@ -53,6 +55,7 @@ keeps the heap it grew and is not primed; cat allocates little.
 | read + decompress pages | `os.pread` of every column chunk, then pyarrow's codec on every page body (`bench.worker.op_decompress`; where the pages are is learned first, untimed) | the reads and decompressions only: the least work of any exact retrofit, which must see every value |
 | retrofit (exact) | `pageindex retrofit COPY` (in place, CLI entry point `pageindex.cli.main`) on a fresh copy made untimed just before | `cli.main` only: read + decode + build index + copy prefix + write tail + fsync + rename |
 | retrofit --trust-page-stats | the same with `--trust-page-stats` (or `retrofit(..., trust_page_stats=True)` if only the API has it) | as above; skipped while the option does not exist |
+| retrofit (exact), reflink fs; --trust-page-stats, reflink fs | the same two runs in place on a fresh copy in `--reflink-dir`, a filesystem that copies by reflink (XFS or btrfs; shown only when given) | as above: there the prefix "copy" shares the file's blocks, so no data is written |
 | retrofit --dry-run, --trust-page-stats --dry-run | `pageindex retrofit --dry-run [--trust-page-stats] FILE` | compute only: footer, page walk, decode, index build; no copy, no fsync |
 | pyarrow rewrite | `pq.write_table(pq.read_table(FILE), OUT, write_page_index=True, <same compression, dictionary and page version>)` | read + write (no fsync) |
 | Spark rewrite | `spark.read.parquet(FILE).write.option("compression", C).parquet(DIR)` in one long-lived `local[1]` session | the job only; JVM start and a warm-up job on a tiny file are reported separately |
@@ -197,7 +200,22 @@ def _checks_one(name: str, tools: dict, by_name: dict, results: dict) -> list[di
                         if trust_ratio else "skipped (option not in this checkout)",
                         "ok": None if trust_ratio is None or not trust_applies else trust_ratio >= 20},
                        _ratio(cretro, _cpu(tools, "retrofit_trust")) if trust_applies else None, lambda v: v >= 20),
-        ]
+        ] + _reflink_checks(name, tools, trust_applies)
+
+
+def _reflink_checks(name: str, tools: dict, trust_applies: bool) -> list[dict]:
+    """The trust target again, both modes in place on a reflink filesystem (--reflink-dir): there
+    the commit shares the file's blocks instead of writing a copy. Nothing when not measured."""
+    exact, trust = _median(tools, "retrofit_reflink"), _median(tools, "retrofit_trust_reflink")
+    ratio = _ratio(exact, trust)
+    if ratio is None:
+        return []
+    return [_cpu_check({"target": "trust-page-stats >= 20x faster than exact, in place on a reflink filesystem",
+                        "dataset": name, "value": ratio,
+                        "shown": f"{ratio:.1f}x" + ("" if trust_applies else " (partial)"),
+                        "ok": ratio >= 20 if trust_applies else None},
+                       _ratio(_cpu(tools, "retrofit_reflink"), _cpu(tools, "retrofit_trust_reflink"))
+                       if trust_applies else None, lambda v: v >= 20)]
 
 
 def _facts_table(f: dict, results: dict) -> list[str]:
@@ -206,6 +224,7 @@ def _facts_table(f: dict, results: dict) -> list[str]:
     for key, label in (("date", "date"), ("make_target", "make target"), ("command", "exact command"),
                        ("cpu", "CPU"), ("cores", "cores (machine)"), ("pinning", "pinning"),
                        ("memory", "memory"), ("kernel", "kernel"), ("filesystem", "filesystem of bench/"),
+                       ("reflink_filesystem", "filesystem of --reflink-dir"),
                        ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end"),
                        ("python", "Python"), ("pyarrow", "pyarrow"), ("pyspark", "PySpark"),
                        ("java", "Java"), ("datafusion", "DataFusion"), ("duckdb", "DuckDB"),
@@ -316,7 +335,9 @@ def render(results: dict) -> tuple[str, str]:
 
     sizes = {d["name"]: d["size"] for d in results["datasets"]}
     tools = ["cat_warm", "cp", "cp_fsync", "read_table", "decompress", "retrofit", "retrofit_trust", "retrofit_dry",
-             "retrofit_trust_dry", "pa_rewrite", "spark_rewrite"]
+             "retrofit_trust_dry", "retrofit_reflink", "retrofit_trust_reflink", "pa_rewrite", "spark_rewrite"]
+    tools = [t for t in tools if any(_median(tr, t) or "skipped" not in tr.get(t, {}).get("error", "skipped")
+                                     for tr in results["tools"].values())]
     out += ["## Throughput (MB/s of input, median of rounds; seconds in parentheses)", "",
             "| dataset | " + " | ".join(TOOL_LABELS[t] for t in tools) + " |",
             "| --- |" + " ---: |" * len(tools)]
@@ -379,19 +400,23 @@ def render(results: dict) -> tuple[str, str]:
             "float columns, known-bad writers; nested columns decode their levels but not their values). "
             "End to end, both modes also copy the data "
             "prefix and fsync it (in-place commit), so cp+fsync bounds the trust speed-up; the dry-run "
-            "columns compare the index computation alone.", "",
+            "columns compare the index computation alone. The reflink columns (with --reflink-dir) run "
+            "both modes in place on a filesystem that copies by sharing blocks (XFS, btrfs), where the "
+            "commit writes no copy; \"-\" when not measured.", "",
             "| dataset | chunks from page stats | exact s | trust s | speed-up | exact dry-run s | "
-            "trust dry-run s | compute speed-up | cp+fsync s |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "trust dry-run s | compute speed-up | cp+fsync s | reflink fs: exact s | trust s | speed-up |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, tr in results["tools"].items():
         ex = tr.get("retrofit_trust", {}).get("extra", {})
         k, n = ex.get("chunks_from_page_stats"), ex.get("chunks")
         e, t = _median(tr, "retrofit"), _median(tr, "retrofit_trust")
         ed, td = _median(tr, "retrofit_dry"), _median(tr, "retrofit_trust_dry")
         sp, spd = _ratio(e, t), _ratio(ed, td)
+        er, trr = _median(tr, "retrofit_reflink"), _median(tr, "retrofit_trust_reflink")
+        spr = _ratio(er, trr)
         out.append(f"| {name} | {f'{k}/{n}' if n else '-'} | {fmt_s(e)} | {fmt_s(t)} | "
                    f"{f'{sp:.1f}x' if sp else '-'} | {fmt_s(ed)} | {fmt_s(td)} | {f'{spd:.1f}x' if spd else '-'} | "
-                   f"{fmt_s(_median(tr, 'cp_fsync'))} |")
+                   f"{fmt_s(_median(tr, 'cp_fsync'))} | {fmt_s(er)} | {fmt_s(trr)} | {f'{spr:.1f}x' if spr else '-'} |")
     out.append("")
 
     out += ["## Peak RSS", "", "| dataset | largest chunk | " + " | ".join(

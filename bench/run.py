@@ -42,7 +42,7 @@ FULL_KINDS = ("numeric", "strings_low", "strings_high", "nested", "v2_zstd", "wi
 QUICK_KINDS = ("numeric", "strings_high", "nested")
 
 TOOLS = ("cat_warm", "read_table", "decompress", "cp", "cp_fsync", "retrofit", "retrofit_trust", "retrofit_dry",
-         "retrofit_trust_dry", "pa_rewrite", "spark_rewrite")
+         "retrofit_trust_dry", "retrofit_reflink", "retrofit_trust_reflink", "pa_rewrite", "spark_rewrite")
 
 
 def log(msg: str) -> None:
@@ -67,6 +67,7 @@ class Config:
     results: Path
     raw: Path
     command: str
+    reflink_dir: Path | None = None
 
 
 def parse_size(text: str) -> int:
@@ -94,7 +95,14 @@ def config(argv: list[str] | None) -> Config:
     p.add_argument("--query-reps", type=int, help="Spark query repetitions (default 1 quick, 3 full)")
     p.add_argument("--profile", action="store_true", help="also cProfile one retrofit per dataset")
     p.add_argument("--output", help="results markdown path")
+    p.add_argument("--reflink-dir", type=Path,
+                   help="also retrofit in place (exact and --trust-page-stats) in this directory, on a "
+                        "filesystem that copies by reflink (XFS, btrfs; see bench/README.md)")
     a = p.parse_args(argv)
+    if a.reflink_dir is not None:
+        why = reflink_problem(a.reflink_dir)
+        if why:
+            p.error(f"--reflink-dir {a.reflink_dir}: {why}")
     kinds = tuple(a.kinds.split(",")) if a.kinds else (QUICK_KINDS if a.quick else FULL_KINDS)
     for k in kinds:
         if k not in D.KINDS:
@@ -110,7 +118,23 @@ def config(argv: list[str] | None) -> Config:
     return Config(a.quick, kinds, sizes, a.rounds or 3, cpus, not a.no_spark, not a.no_queries,
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
-                  "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])))
+                  "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
+                  a.reflink_dir)
+
+
+def reflink_problem(directory: Path) -> str | None:
+    """Why `directory` cannot serve as --reflink-dir (None if it can): it must exist and copy a
+    file by reflink (coreutils cp --reflink=always succeeds only where the filesystem can)."""
+    if not directory.is_dir():
+        return "not a directory"
+    probe = directory / ".bench-reflink-probe"
+    try:
+        probe.write_bytes(b"x" * 4096)
+        r = subprocess.run(["cp", "--reflink=always", str(probe), f"{probe}.copy"], capture_output=True, text=True)
+        return None if r.returncode == 0 else f"its filesystem does not copy by reflink ({r.stderr.strip()})"
+    finally:
+        probe.unlink(missing_ok=True)
+        Path(f"{probe}.copy").unlink(missing_ok=True)
 
 
 # ---- machine facts -----------------------------------------------------------------------------
@@ -162,7 +186,10 @@ def machine_facts(cfg: Config) -> dict:
         "command": cfg.command,
         "make_target": "make bench-quick" if cfg.quick else "make bench",
         "cpu": cpu, "cores": os.cpu_count(), "memory": mem, "kernel": platform.release(),
-        "filesystem": fs, "pinning": f"taskset -c {cfg.cpus}" if cfg.cpus else "none",
+        "filesystem": fs,
+        "reflink_filesystem": _cmd(["findmnt", "-no", "FSTYPE,SOURCE", "-T", str(cfg.reflink_dir)])
+        if cfg.reflink_dir else "not measured (no --reflink-dir)",
+        "pinning": f"taskset -c {cfg.cpus}" if cfg.cpus else "none",
         "loadavg_start": os.getloadavg(),
         "python": platform.python_version(), "pyarrow": pyarrow.__version__,
         "pyspark": spark_version, "datafusion": datafusion.__version__, "duckdb": duck,
@@ -313,18 +340,23 @@ def measure_round(cfg: Config, ds: D.Dataset, spark: SparkServer | None, trust_m
     out["cp_fsync"] = _proc_sample(r, "cp+fsync")
     dst.unlink(missing_ok=True)
 
-    for tool, mode in (("retrofit", "exact"), ("retrofit_trust", trust_mode)):
+    for tool, mode, where in (("retrofit", "exact", work), ("retrofit_trust", trust_mode, work),
+                              ("retrofit_reflink", "exact", cfg.reflink_dir),
+                              ("retrofit_trust_reflink", trust_mode, cfg.reflink_dir)):
+        if where is None:
+            out[tool] = "skipped: no --reflink-dir"
+            continue
         if mode is None:
             out[tool] = "skipped: this checkout has no trust_page_stats option yet"
             continue
-        copy = work / f"{ds.name}.{tool}.parquet"
+        copy = where / f"{ds.name}.{tool}.parquet"
 
         def fresh_copy(copy: Path = copy) -> None:
             shutil.copyfile(src, copy)  # not timed
             os.sync()
         # In place: the committed copy is a whole new file.
         out[tool] = _sample(_primed(cfg, peaks, tool, ["retrofit", copy, mode], fresh_copy, size), tool)
-        if keep and isinstance(out[tool], Sample):
+        if keep and where is work and isinstance(out[tool], Sample):
             os.replace(copy, OUT / f"{ds.name}.{tool}.parquet")
         else:
             copy.unlink(missing_ok=True)
