@@ -25,13 +25,13 @@ def _single_thread() -> None:
     pa.set_io_thread_count(1)
 
 
-def vmhwm(pid: int | str = "self") -> int:
-    """Peak RSS in bytes of this process image (VmHWM). Not ru_maxrss: Linux carries the parent's
-    high-water mark over fork+exec into ru_maxrss, which would charge the harness's own memory to
-    every child."""
-    with open(f"/proc/{pid}/status") as f:
+def status_bytes(field: str = "VmHWM") -> int:
+    """A memory field of /proc/self/status in bytes; VmHWM is this process image's peak RSS.
+    Not ru_maxrss: Linux carries the parent's high-water mark over fork+exec into ru_maxrss,
+    which would charge the harness's own memory to every child."""
+    with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -80,8 +80,9 @@ def _vmstat() -> dict[str, int]:
 @contextmanager
 def _measured() -> Iterator[dict]:
     """Times the block: its wall and CPU seconds (user and system apart), this process's page
-    faults and the system's memory counters over it, filled in on exit."""
-    out: dict = {}
+    faults and the system's memory counters over it, filled in on exit. "rss_start": the
+    resident memory the operation starts from (interpreter, libraries, warm-up leftovers)."""
+    out: dict = {"rss_start": status_bytes("VmRSS")}
     usage, vm = resource.getrusage(resource.RUSAGE_SELF), _vmstat()
     started, cpu = time.perf_counter(), time.process_time()
     yield out
@@ -96,7 +97,7 @@ def _measured() -> Iterator[dict]:
 
 
 def _emit(obj: dict) -> None:
-    obj.setdefault("vmhwm", vmhwm())
+    obj.setdefault("vmhwm", status_bytes())
     sys.stdout.write("\n" + json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
 
