@@ -115,12 +115,13 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def _status_kb(pid: int, key: str) -> int:
+def status_bytes(pid: int | str, key: str) -> int:
+    """A memory field of /proc/PID/status (VmHWM, VmRSS, ...) in bytes; 0 if the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith(key + ":"):
-                    return int(line.split()[1])
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
@@ -128,11 +129,11 @@ def _status_kb(pid: int, key: str) -> int:
 
 def tree_hwm(pid: int) -> int:
     """Sum of VmHWM (peak RSS) over the tree, in bytes: an upper bound of the tree's peak."""
-    return sum(_status_kb(p, "VmHWM") for p in descendants(pid)) * 1024
+    return sum(status_bytes(p, "VmHWM") for p in descendants(pid))
 
 
 def tree_rss(pid: int) -> int:
-    return sum(_status_kb(p, "VmRSS") for p in descendants(pid)) * 1024
+    return sum(status_bytes(p, "VmRSS") for p in descendants(pid))
 
 
 def tree_cpu(pid: int) -> float:

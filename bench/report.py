@@ -251,6 +251,7 @@ def _facts_table(f: dict, results: dict) -> list[str]:
 
 
 SYSTEM_TOOLS = ("read_table", "retrofit", "retrofit_dry", "retrofit_trust", "retrofit_trust_dry", "pa_rewrite")
+RSS_TOOLS = ("read_table", "retrofit", "retrofit_trust", "pa_rewrite", "spark_rewrite")
 
 
 def _system_cpu(results: dict) -> list[str]:
@@ -423,13 +424,11 @@ def render(results: dict) -> tuple[str, str]:
             "\"retrofit at start\": the exact retrofit's resident memory as its timed part began "
             "(interpreter, pyarrow and pageindex loaded, a tiny warm-up file retrofitted): the part of "
             "its peak that does not depend on the file.", "",
-            "| dataset | largest chunk | " + " | ".join(
-                TOOL_LABELS[t] for t in ("read_table", "retrofit", "retrofit_trust", "pa_rewrite", "spark_rewrite"))
-            + " | retrofit at start |", "| --- | ---: |" + " ---: |" * 6]
+            "| dataset | largest chunk | " + " | ".join(TOOL_LABELS[t] for t in RSS_TOOLS)
+            + " | retrofit at start |", "| --- | ---: |" + " ---: |" * (len(RSS_TOOLS) + 1)]
     by_name = {d["name"]: d for d in results["datasets"]}
     for name, tr in results["tools"].items():
-        cells = [fmt_mb(tr.get(t, {}).get("peak_rss")) for t in
-                 ("read_table", "retrofit", "retrofit_trust", "pa_rewrite", "spark_rewrite")]
+        cells = [fmt_mb(tr.get(t, {}).get("peak_rss")) for t in RSS_TOOLS]
         cells.append(fmt_mb(tr.get("retrofit", {}).get("extra", {}).get("rss_start")))
         out.append(f"| {name} | {fmt_mb(by_name[name]['largest_chunk'])} | " + " | ".join(cells) + " |")
     out.append("")

@@ -17,23 +17,14 @@ import time
 from contextlib import contextmanager, redirect_stdout
 from typing import Iterator
 
+from bench.measure import status_bytes
+
 
 def _single_thread() -> None:
     import pyarrow as pa
 
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-
-
-def status_bytes(field: str = "VmHWM") -> int:
-    """A memory field of /proc/self/status in bytes; VmHWM is this process image's peak RSS.
-    Not ru_maxrss: Linux carries the parent's high-water mark over fork+exec into ru_maxrss,
-    which would charge the harness's own memory to every child."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 PRIME_ENV = "BENCH_PRIME_MB"
@@ -82,7 +73,7 @@ def _measured() -> Iterator[dict]:
     """Times the block: its wall and CPU seconds (user and system apart), this process's page
     faults and the system's memory counters over it, filled in on exit. "rss_start": the
     resident memory the operation starts from (interpreter, libraries, warm-up leftovers)."""
-    out: dict = {"rss_start": status_bytes("VmRSS")}
+    out: dict = {"rss_start": status_bytes("self", "VmRSS")}
     usage, vm = resource.getrusage(resource.RUSAGE_SELF), _vmstat()
     started, cpu = time.perf_counter(), time.process_time()
     yield out
@@ -97,7 +88,9 @@ def _measured() -> Iterator[dict]:
 
 
 def _emit(obj: dict) -> None:
-    obj.setdefault("vmhwm", status_bytes())
+    # This process image's peak RSS. Not ru_maxrss: Linux carries the parent's high-water mark
+    # over fork+exec into ru_maxrss, which would charge the harness's own memory to every child.
+    obj.setdefault("vmhwm", status_bytes("self", "VmHWM"))
     sys.stdout.write("\n" + json.dumps(obj, default=str) + "\n")
     sys.stdout.flush()
 
