@@ -518,7 +518,7 @@ def render(results: dict) -> tuple[str, str]:
         out += ["", *[f"- {row['case']}: {row['what']}" for row in results["scale"]], ""]
         jobs = [r for row in results["scale"] if row["case"] == "files" for r in row["sizes"].values()]
         if jobs:
-            out.append("The files case runs `pageindex.job.main(['--input', DIR, '--output', OUT])` with a "
+            out.append("The files case runs `pageindex.job.spark.main(['--input', DIR, '--output', OUT])` with a "
                        f"local[2] session pinned to CPUs {jobs[0].get('cpus')}; seconds exclude the "
                        "session start; its peak RSS is the sum of VmHWM over the driver's process tree (Python "
                        "driver, JVM, Python workers) read just before the session stops.")

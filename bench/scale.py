@@ -33,7 +33,7 @@ class Case:
 
 
 CASES = (
-    Case("files", "10,000 small files through the Spark job (pageindex.job.main, local[2])", 10_000, "files"),
+    Case("files", "10,000 small files through the Spark job (pageindex.job.spark.main, local[2])", 10_000, "files"),
     Case("row_groups", "one file with 5,000 row groups (3 columns, 200 rows each)", 5_000, "row groups"),
     Case("columns", "a table with 2,000 columns (2 row groups of 5,000 rows)", 2_000, "columns"),
     Case("pages", "one column chunk with 40,000 pages (100 rows per page, int64)", 40_000, "pages"),

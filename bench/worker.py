@@ -99,7 +99,6 @@ def trust_support() -> dict:
     """Whether this checkout's pageindex has the trust-page-stats option (API and CLI)."""
     import pageindex
     from pageindex import cli
-
     api = "trust_page_stats" in inspect.signature(pageindex.retrofit).parameters
     help_text = io.StringIO()
     try:
@@ -137,7 +136,6 @@ def op_retrofit(path: str, mode: str = "exact") -> dict:
     it); a "-dry" suffix adds --dry-run (compute the index, write nothing)."""
     import pageindex
     from pageindex import cli
-
     dry = mode.endswith("-dry")
     mode = mode.removesuffix("-dry")
     with redirect_stdout(io.StringIO()):
@@ -206,10 +204,10 @@ def op_decompress(src: str) -> dict:
     is learned first, untimed, with pageindex's page walk."""
     import pyarrow as pa
 
-    from pageindex.compression import codec_name
-    from pageindex.page_walk import DATA_PAGE_V2, walk_chunk
-    from pageindex.retrofit import read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.compression import codec_name
+    from pageindex.format.footer import read_footer
+    from pageindex.io.storage import open_source
+    from pageindex.scan.page_walk import DATA_PAGE_V2, walk_chunk
 
     chunks = []  # (codec, start, length, [(body offset in the chunk, compressed, uncompressed)])
     with open_source(src) as source:
@@ -259,7 +257,7 @@ def op_queries(spec_json: str) -> dict:
             "page_index_rows_pruned_total", "row_groups_pruned_statistics", "bytes_scanned",
             "output_rows", "result_rows")}
         started = time.perf_counter()
-        table, stats = pageindex.lookup(q["path"], q["where"], columns=q["columns"])
+        table, stats = pageindex.query.lookup(q["path"], q["where"], columns=q["columns"])
         row["lookup_seconds"] = time.perf_counter() - started
         row["lookup_bytes_read"] = stats.bytes_read
         row["lookup_rows"] = table.num_rows
@@ -269,8 +267,8 @@ def op_queries(spec_json: str) -> dict:
 
 def op_index_sizes(path: str) -> dict:
     """Bytes of ColumnIndex and OffsetIndex blocks in a file, from pageindex's footer decoder."""
-    from pageindex.retrofit import read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.footer import read_footer
+    from pageindex.io.storage import open_source
 
     if os.path.isdir(path):
         files = sorted(os.path.join(path, f) for f in os.listdir(path)
@@ -279,7 +277,7 @@ def op_index_sizes(path: str) -> dict:
         files = [path]
     import hashlib
 
-    from pageindex.page_index import read_offset_index
+    from pageindex.index.reader import read_offset_index
 
     ci = oi = chunks = with_ci = with_oi = pages = 0
     layout = hashlib.sha256()  # every chunk's page row boundaries, to tell equal page layouts
@@ -328,13 +326,12 @@ def op_profile(path: str, out_prefix: str) -> dict:
 
 
 def op_scale_job(src_dir: str, out_dir: str, master: str = "local[2]") -> dict:
-    """pageindex.job.main on a directory of files, with a given local Spark session."""
+    """pageindex.job.spark.main on a directory of files, with a given local Spark session."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from bench.spark_worker import session_builder
-    from pageindex import job
-
+    from pageindex.job.spark import spark as job
     started = time.perf_counter()
     spark = session_builder(master).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -84,7 +84,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from pageindex.job import main as job_main
+    from pageindex.job.spark import main as job_main
 
     t0 = time.monotonic()
     probes = build_dataset()

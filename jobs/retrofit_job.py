@@ -4,7 +4,7 @@ Usage: spark-submit --py-files pageindex.zip jobs/retrofit_job.py --input PATH -
 """
 import sys
 
-from pageindex.job import main
+from pageindex.job.spark import main
 
 if __name__ == "__main__":
     # spark-submit decides the master; do not override it here.

@@ -2,15 +2,19 @@
 
 Public API: retrofit (add indexes), verify (check them), lookup (read only needed pages).
 """
-__version__ = "0.1.0"
-
-from .errors import (  # noqa: E402
-    ConcurrentModificationError, EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError,
-    StorageError, UnsupportedFileError,
+from pageindex.errors import (  # noqa: E402
+    ConcurrentModificationError,
+    EncryptedFileError,
+    MalformedFileError,
+    NotParquetError,
+    PageIndexError,
+    StorageError,
+    UnsupportedFileError,
 )
-from .lookup import LookupStats, lookup  # noqa: E402
-from .retrofit import RetrofitResult, retrofit  # noqa: E402
-from .verify import VerifyResult, verify  # noqa: E402
+from pageindex.query.lookup import LookupStats, lookup  # noqa: E402
+from pageindex.retrofit import RetrofitResult, retrofit  # noqa: E402
+from pageindex.verify import VerifyResult, verify  # noqa: E402
+from pageindex.version import __version__  # noqa: E402
 
 __all__ = [
     "retrofit", "RetrofitResult", "lookup", "LookupStats", "verify", "VerifyResult", "PageIndexError", "MalformedFileError", "EncryptedFileError",

@@ -4,6 +4,6 @@ Same as the `pageindex` console script.
 """
 import sys
 
-from .cli import main
+from pageindex.cli import main
 
 sys.exit(main())

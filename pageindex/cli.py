@@ -10,12 +10,12 @@ import os
 import sys
 from typing import Sequence
 
-from . import __version__
-from .errors import PageIndexError
-from .inspect import format_text, inspect_file
-from .lookup import lookup
-from .retrofit import RetrofitResult, retrofit
-from .verify import verify
+from pageindex.errors import PageIndexError
+from pageindex.inspection import format_text, inspect_file
+from pageindex.query.lookup import lookup
+from pageindex.retrofit import RetrofitResult, retrofit
+from pageindex.verify import verify
+from pageindex.version import __version__
 
 
 def _print_json(obj: object) -> None:

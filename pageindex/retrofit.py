@@ -8,22 +8,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
-from . import page_stats
-from .chunk_scan import ChunkScan, needs_values, scan_chunks
-from .column_order import Order, order_for
-from .commit import begin_commit, clean_stale_temporaries
-from .errors import ConcurrentModificationError, EncryptedFileError, NotParquetError, PageIndexError
-from .footer import ChunkMeta, Footer, decode_footer, parse_tail
-from .index_builder import Refusal, column_index, offset_index, unencoded_bytes
-from .memory import collector_paused, release_memory
-from .page_levels import PageLevels
-from .schema import PT
-from .storage import Source, current_version, open_source, resolve
-from .thrift import Struct
-from .writer import MARKER_KEY, ChunkIndexes, build_tail, marker_value
-
-TAIL_READ = 64 << 10
+from pageindex.errors import ConcurrentModificationError, PageIndexError
+from pageindex.format.column_order import Order, order_for
+from pageindex.format.footer import ChunkMeta, Footer, read_footer
+from pageindex.format.schema import PT
+from pageindex.format.thrift import Struct
+from pageindex.index import page_stats
+from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
+from pageindex.index.marker import is_fully_indexed, marker_value
+from pageindex.index.tail_writer import ChunkIndexes, build_tail
+from pageindex.io.commit import begin_commit, clean_stale_temporaries
+from pageindex.io.storage import Source, current_version, open_source, resolve
+from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunks
+from pageindex.scan.memory import collector_paused, release_memory
+from pageindex.scan.page_levels import PageLevels
+from pageindex.version import __version__
 
 
 @dataclass(frozen=True)
@@ -66,34 +65,6 @@ class RetrofitResult:
             "chunks": [c.__dict__ for c in self.chunks],
             "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
         }
-
-
-def read_footer(source: Source, tail_bytes: int = TAIL_READ, check_head: bool = True) -> Footer:
-    """Read and validate the footer: the head magic (optional), then one read of the tail and a
-    second one only when the footer is longer than that tail."""
-    size = source.size
-    if check_head:
-        head = source.read(0, 4, "footer")
-        if head not in (b"PAR1", b"PARE"):
-            raise NotParquetError("no Parquet magic at start of file", path=source.path)
-        if head == b"PARE" and size >= 12:
-            raise EncryptedFileError("encrypted file (PARE magic)", path=source.path)
-    tail = source.read(max(0, size - tail_bytes), min(size, tail_bytes), "footer")
-    length = parse_tail(tail, size, source.path)
-    if length + 8 <= len(tail):
-        raw = tail[len(tail) - 8 - length : len(tail) - 8]
-    else:
-        raw = source.read(size - 8 - length, length, "footer")
-    return decode_footer(raw, size, source.path)
-
-
-def is_fully_indexed(footer: Footer) -> bool:
-    """Every chunk has an OffsetIndex, and a ColumnIndex unless pageindex left it out on purpose."""
-    ours = footer.key_value(MARKER_KEY) is not None
-    return all(
-        c.has_offset_index and (c.has_column_index or ours)
-        for row in footer.chunks for c in row
-    )
 
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,

@@ -8,15 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from .bounds import comparable
-from .chunk_scan import ChunkScan, needs_values, scan_chunk
-from .column_order import Order, order_for
-from .footer import ChunkMeta, Footer
-from .index_builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
-from .memory import collector_paused, release_memory
-from .page_index import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
-from .retrofit import read_footer
-from .storage import Source, open_source
+from pageindex.format.bounds import comparable
+from pageindex.format.column_order import Order, order_for
+from pageindex.format.footer import ChunkMeta, Footer, read_footer
+from pageindex.index.builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
+from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
+from pageindex.io.storage import Source, open_source
+from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
+from pageindex.scan.memory import collector_paused, release_memory
 
 NO_TRUNCATION = 1 << 62
 

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.commit import TEMP_TAG
+from pageindex.io.commit import TEMP_TAG
 from pageindex.verify import verify
 from tests.helpers.bad_input_runner import REPO_ROOT, run_jobs
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
@@ -89,8 +89,9 @@ def test_runner_survives_a_dying_child(tmp_path):
 def test_valid_exceptions_are_in_the_corpus():
     assert sorted(_rel(p) for p in INDEXED) == sorted(VALID_BAD_INPUT)
     assert len(ENCRYPTED) > 0 and len(REFUSED) == len(ALL) - 3
-    from pageindex.retrofit import is_fully_indexed, read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.footer import read_footer
+    from pageindex.index.marker import is_fully_indexed
+    from pageindex.io.storage import open_source
 
     for rel in INDEXED_CORRUPT:
         with open_source(str(CORPUS_DIR / rel)) as source:
@@ -262,7 +263,7 @@ def test_spark_job_over_every_bad_file(spark, tmp_path):
     no file is changed except the three valid ones, which are indexed."""
     import json
 
-    from pageindex.job import main
+    from pageindex.job.spark import main
 
     root = tmp_path / "bad"
     names = {}

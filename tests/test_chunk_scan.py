@@ -1,4 +1,4 @@
-"""pageindex.chunk_scan: batched decoding gives what one chunk at a time gives, dictionary
+"""pageindex.scan.chunk_scan: batched decoding gives what one chunk at a time gives, dictionary
 strings stay indices, and a corrupt chunk inside a batch is still named.
 """
 from __future__ import annotations
@@ -10,16 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex import chunk_scan, plain_values, values
-from pageindex.chunk_scan import needs_values, scan_chunk, scan_chunks
-from pageindex.column_order import order_for
 from pageindex.errors import MalformedFileError
-from pageindex.page_levels import needs_level_decoding
-from pageindex.page_walk import PLAIN
-from pageindex.plain_values import ARROW_TYPES
-from pageindex.retrofit import read_footer
-from pageindex.schema import PT
-from pageindex.storage import open_source
+from pageindex.format.column_order import order_for
+from pageindex.format.footer import read_footer
+from pageindex.format.schema import PT
+from pageindex.io.storage import open_source
+from pageindex.scan import chunk_scan, plain_values, values
+from pageindex.scan.chunk_scan import needs_values, scan_chunk, scan_chunks
+from pageindex.scan.page_levels import needs_level_decoding
+from pageindex.scan.page_walk import PLAIN
+from pageindex.scan.plain_values import ARROW_TYPES
 from tests.helpers.tables import ALL_KINDS, NESTED_KINDS, random_table
 
 

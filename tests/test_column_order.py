@@ -1,14 +1,13 @@
-"""pageindex.column_order: the order (and truncatability) of every type, legacy and declared orders."""
+"""pageindex.format.column_order: the order (and truncatability) of every type, legacy and declared orders."""
 from __future__ import annotations
 
 import pytest
 
-from pageindex.column_order import CT, LT, Kind, order_for, type_order
-from pageindex.footer import F
-from pageindex.retrofit import read_footer
-from pageindex.schema import OPTIONAL, PT, leaves_of
-from pageindex.storage import open_source
-from pageindex.thrift import Field, Struct, T
+from pageindex.format.column_order import CT, LT, Kind, order_for, type_order
+from pageindex.format.footer import F, read_footer
+from pageindex.format.schema import OPTIONAL, PT, leaves_of
+from pageindex.format.thrift import Field, Struct, T
+from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path
 from tests.test_schema import el, root, schema
 

@@ -1,4 +1,4 @@
-"""pageindex.commit: atomic local replace, temp-file hygiene, concurrent modification detection."""
+"""pageindex.io.commit: atomic local replace, temp-file hygiene, concurrent modification detection."""
 from __future__ import annotations
 
 import errno
@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
-import pageindex.commit as commit_mod
+import pageindex.io.commit as commit_mod
 from pageindex.errors import ConcurrentModificationError, StorageError
-from pageindex.storage import Source
+from pageindex.io.storage import Source
 from pageindex.verify import verify
 
 
@@ -338,8 +338,9 @@ def _failing_read(monkeypatch, fail_after: int):
 
 
 def _count_dry_run_reads(path: Path) -> int:
-    from pageindex.retrofit import compute_indexes, read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.footer import read_footer
+    from pageindex.io.storage import open_source
+    from pageindex.retrofit import compute_indexes
 
     with open_source(str(path)) as s:
         footer = read_footer(s)

@@ -1,4 +1,4 @@
-"""Tests for pageindex.compression: round trips, hand-built framings and real corpus pages.
+"""Tests for pageindex.format.compression: round trips, hand-built framings and real corpus pages.
 
 Expected outputs come from the original data or from pyarrow's reading of the corpus files.
 """
@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.compression import codec_name, decompress
 from pageindex.errors import MalformedFileError, UnsupportedFileError
-from tests.helpers.page_reader import chunk_pages
+from pageindex.format.compression import codec_name, decompress
 from tests.helpers.corpus import require_corpus
+from tests.helpers.page_reader import chunk_pages
 
 # Codec number -> pyarrow name of a format it accepts.
 PYARROW_CODECS = {1: "snappy", 2: "gzip", 4: "brotli", 5: "lz4", 6: "zstd", 7: "lz4_raw"}

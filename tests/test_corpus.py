@@ -270,7 +270,7 @@ def test_force_rebuild(indexed):
 
 def test_footer_comparison_catches_other_changes(tmp_path):
     """The footer oracle above is not vacuous: any change beyond the index fields is caught."""
-    from pageindex.thrift import T, encode_struct
+    from pageindex.format.thrift import T, encode_struct
 
     src = CORPUS_DIR / "parquet-testing/data/alltypes_plain.parquet"
     dst = tmp_path / "out.parquet"

@@ -1,11 +1,12 @@
-"""pageindex.discovery: URL normalisation, hidden entries, table-format detection, expansion."""
+"""pageindex.io.discovery: URL normalisation, hidden entries, table-format detection, expansion."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from pageindex.discovery import (
+from pageindex.errors import StorageError
+from pageindex.io.discovery import (
     InputFile,
     discover,
     filesystem_for,
@@ -13,7 +14,6 @@ from pageindex.discovery import (
     normalize_url,
     table_format,
 )
-from pageindex.errors import StorageError
 
 
 @pytest.mark.parametrize("url, expected", [

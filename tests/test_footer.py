@@ -1,4 +1,4 @@
-"""pageindex.footer: tail parsing and FileMetaData validation; errors name path / row group / column."""
+"""pageindex.format.footer: tail parsing and FileMetaData validation; errors name path / row group / column."""
 from __future__ import annotations
 
 import struct
@@ -10,10 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, PageIndexError
-from pageindex.footer import F, decode_footer, parse_tail
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
-from pageindex.thrift import Field, Struct, T, TList, decode_struct, encode_struct
+from pageindex.format.footer import F, decode_footer, parse_tail, read_footer
+from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
+from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path, corpus_rows
 
 PATH = "some/dir/file.parquet"

@@ -10,9 +10,9 @@ Pass: only pageindex.errors.PageIndexError subclasses escape, no input takes lon
 bound, no MemoryError, the worker never dies.
 
 Mutations (tests/helpers/fuzz_mutations.py): flipped bytes and bits, truncations, huge Thrift
-list/map/binary sizes, deep nesting, footer fields edited through pageindex.thrift
+list/map/binary sizes, deep nesting, footer fields edited through pageindex.format.thrift
 (decode -> edit -> encode: chunk offsets and sizes, index locations, counts, types, deleted and
-duplicated elements), page header bytes and fields (pages found with pageindex.page_walk), page
+duplicated elements), page header bytes and fields (pages found with pageindex.scan.page_walk), page
 bodies, level streams and values (recompressed, with CRCs and offsets fixed so the rest of the
 file still lines up).
 
@@ -232,8 +232,8 @@ def test_regressions_replay():
 # fuzz inputs are kept under tests/regressions/).
 
 from pageindex.errors import MalformedFileError, PageIndexError  # noqa: E402
-from pageindex.page_walk import page_from_header  # noqa: E402
-from pageindex.thrift import Field, Struct, T, TList, decode_struct, encode_struct  # noqa: E402
+from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct  # noqa: E402
+from pageindex.scan.page_walk import page_from_header  # noqa: E402
 
 
 @pytest.mark.parametrize("kind,sub_id", [(0, 5), (2, 7), (3, 8)], ids=["v1", "dictionary", "v2"])

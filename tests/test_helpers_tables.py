@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import engines as E
-from tests.helpers.spark import find_scan_nodes, plan_metric, spark_conf
 from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE
+from tests.helpers.spark import find_scan_nodes, plan_metric, spark_conf
 from tests.helpers.tables import (
     ALL_KINDS,
     FLAT_KINDS,

@@ -1,4 +1,4 @@
-"""pageindex.index_builder: page bounds against a brute-force Python reference, for every Kind.
+"""pageindex.index.builder: page bounds against a brute-force Python reference, for every Kind.
 
 Values are fed the way chunk_scan produces them: the defined values of the chunk, in the
 PHYSICAL Arrow type Arrow C++ decodes from a physical-only schema (int32/int64/bool/float/double,
@@ -16,9 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pageindex import index_builder
-from pageindex.column_order import LT, Kind, order_for, type_order
-from pageindex.index_builder import (
+from pageindex.format.column_order import LT, Kind, order_for, type_order
+from pageindex.format.schema import PT
+from pageindex.format.thrift import Struct, T
+from pageindex.index import builder as index_builder
+from pageindex.index.builder import (
     ASCENDING,
     DESCENDING,
     UNORDERED,
@@ -30,11 +32,9 @@ from pageindex.index_builder import (
     page_bounds,
     unencoded_bytes,
 )
-from pageindex.page_levels import PageLevels
-from pageindex.page_walk import ChunkPages, Page
-from pageindex.schema import PT
-from pageindex.thrift import Struct, T
-from pageindex.truncation import truncate_max, truncate_min
+from pageindex.index.truncation import truncate_max, truncate_min
+from pageindex.scan.page_levels import PageLevels
+from pageindex.scan.page_walk import ChunkPages, Page
 from tests.test_column_order import TOTAL_ORDER, integer, leaf, logical
 
 L = 64

@@ -1,7 +1,7 @@
-"""The Spark batch job (pageindex.job) end to end: local and S3 (moto), report, modes, failures.
+"""The Spark batch job (pageindex.job.spark) end to end: local and S3 (moto), report, modes, failures.
 
 Every test that runs the job uses the shared local[2] session (fixture ``spark``) through
-``pageindex.job.main(argv, spark=spark)``.  Datasets are tiny (tens of thousands of rows per
+``pageindex.job.spark.main(argv, spark=spark)``.  Datasets are tiny (tens of thousands of rows per
 file) but have many small pages, so Spark's page skipping is visible in its scan metrics.
 """
 from __future__ import annotations
@@ -21,18 +21,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.batch import JobOptions, process_file
-from pageindex import commit as commit_mod
-from pageindex.commit import TEMP_TAG
-from pageindex.discovery import InputFile
-from pageindex.job import main
+from pageindex.io import commit as commit_mod
+from pageindex.io.commit import TEMP_TAG
+from pageindex.io.discovery import InputFile
+from pageindex.job.process import JobOptions, process_file
+from pageindex.job.spark import main
 from pageindex.verify import verify
 from tests.helpers import s3 as s3h
 from tests.helpers.spark import scan_output_rows
 
 # pageindex/__init__ exports functions named like their modules (retrofit, verify): import the modules
 retrofit_mod = importlib.import_module("pageindex.retrofit")
-storage_mod = importlib.import_module("pageindex.storage")
+storage_mod = importlib.import_module("pageindex.io.storage")
 TAIL_READ = 64 << 10
 REPORT_KEYS = {
     "path", "status", "reason", "bytes_in", "bytes_out", "row_groups", "pages",
@@ -674,7 +674,7 @@ def test_s3_change_detected_after_discover_in_same_process(
         s3fs_fs, s3_bucket, s3_storage_options, s3_sources, monkeypatch):
     """discover() then process_file() in one process (the library without Spark): the change
     check must not be answered from s3fs's listing cache filled by discover()."""
-    from pageindex.discovery import discover
+    from pageindex.io.discovery import discover
 
     fs, bucket = s3fs_fs, s3_bucket
     rel = "day=1/part-00000.parquet"

@@ -1,4 +1,4 @@
-"""Tests for pageindex.levels against independent references.
+"""Tests for pageindex.scan.level_streams against independent references.
 
 References: a pure-Python encoder and per-value decoder written here, and pages written by pyarrow.
 """
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex import levels
 from pageindex.errors import MalformedFileError
-from pageindex.levels import MAX_LEVEL, decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
+from pageindex.scan import level_streams as levels
+from pageindex.scan.level_streams import MAX_LEVEL, decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
 from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
 
 # --- reference encoder / decoder -------------------------------------------------------

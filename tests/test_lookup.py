@@ -32,16 +32,32 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.inspect import inspect_file
-from pageindex.lookup import _arrow_schema, _fields, _matching_pages, _plan, lookup
-from pageindex.page_index import (ASCENDING_ORDER, DESCENDING_ORDER, UNORDERED_ORDER, ColumnIndexView,
-                                  read_column_index, read_offset_index)
-from pageindex.predicate import PredicateError, parse
-from pageindex.retrofit import read_footer, retrofit
-from pageindex.storage import open_source
+from pageindex.format.footer import read_footer
+from pageindex.index.reader import (
+    ASCENDING_ORDER,
+    DESCENDING_ORDER,
+    UNORDERED_ORDER,
+    ColumnIndexView,
+    read_column_index,
+    read_offset_index,
+)
+from pageindex.inspection import inspect_file
+from pageindex.io.storage import open_source
+from pageindex.query.lookup import _arrow_schema, _fields, _matching_pages, _plan, lookup
+from pageindex.query.predicate import PredicateError, parse
+from pageindex.retrofit import retrofit
 from tests.helpers.corpus import corpus_path, corpus_rows
-from tests.helpers.predicates import (Cond, PredicateGen, as_sql, as_tuples, quote_column as quote, reference,
-                                      reference_mask, show, table_difference)
+from tests.helpers.predicates import (
+    Cond,
+    PredicateGen,
+    as_sql,
+    as_tuples,
+    reference,
+    reference_mask,
+    show,
+    table_difference,
+)
+from tests.helpers.predicates import quote_column as quote
 from tests.helpers.tables import random_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""pageindex.memory: freed heap space goes back to the operating system when asked."""
+"""pageindex.scan.memory: freed heap space goes back to the operating system when asked."""
 from __future__ import annotations
 
 import gc
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pageindex import memory
+from pageindex.scan import memory
 
 
 def _rss_mib() -> int:

@@ -26,13 +26,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
-from pageindex.column_order import Kind, order_for
-from pageindex.footer import F
-from pageindex.page_index import read_column_index, read_offset_index
-from pageindex.retrofit import read_footer
-from pageindex.schema import PT
-from pageindex.storage import open_source
-from pageindex.thrift import decode_struct
+from pageindex.format.column_order import Kind, order_for
+from pageindex.format.footer import F, read_footer
+from pageindex.format.schema import PT
+from pageindex.format.thrift import decode_struct
+from pageindex.index.reader import read_column_index, read_offset_index
+from pageindex.io.storage import open_source
 from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path, corpus_rows
 from tests.helpers.strip import footer_start, strip_page_index

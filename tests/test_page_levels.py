@@ -1,4 +1,4 @@
-"""pageindex.page_levels: a nested chunk's per-page facts do not depend on how its pages are
+"""pageindex.scan.page_levels: a nested chunk's per-page facts do not depend on how its pages are
 grouped for decoding, and a bad level stream is named by its own page."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex import page_levels
 from pageindex.errors import MalformedFileError
-from pageindex.page_levels import needs_level_decoding, nested_levels
-from pageindex.page_walk import walk_chunk
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
+from pageindex.format.footer import read_footer
+from pageindex.io.storage import open_source
+from pageindex.scan import page_levels
+from pageindex.scan.page_levels import needs_level_decoding, nested_levels
+from pageindex.scan.page_walk import walk_chunk
 from tests.helpers.tables import NESTED_KINDS, random_table
 
 

@@ -9,15 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
-from pageindex.footer import F
-from pageindex.page_index import read_column_index, read_offset_index
-from pageindex.page_stats import untrusted_writer
-from pageindex.retrofit import read_footer
-from pageindex.schema import PT
-from pageindex.storage import open_source
-from pageindex.thrift import T
+from pageindex.format.footer import F, read_footer
+from pageindex.format.schema import PT
+from pageindex.format.thrift import T
+from pageindex.index.page_stats import untrusted_writer
+from pageindex.index.reader import read_column_index, read_offset_index
+from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_files, corpus_path
-from tests.helpers.split_records import ROWS as SPLIT_ROWS, write_split_record_file
+from tests.helpers.split_records import ROWS as SPLIT_ROWS
+from tests.helpers.split_records import write_split_record_file
 from tests.helpers.strip import rewrite_footer
 
 CORPUS = corpus_files("candidate") + corpus_files("oracle")

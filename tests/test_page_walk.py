@@ -1,4 +1,4 @@
-"""pageindex.page_walk: pages of a chunk from its headers, writer quirks, CRCs, v2 and index pages."""
+"""pageindex.scan.page_walk: pages of a chunk from its headers, writer quirks, CRCs, v2 and index pages."""
 from __future__ import annotations
 
 import itertools
@@ -13,18 +13,17 @@ import pytest
 
 import pageindex
 from pageindex.errors import MalformedFileError
-from pageindex.footer import F
-from pageindex.page_index import read_column_index, read_offset_index
-from pageindex.page_walk import (
+from pageindex.format.footer import F, read_footer
+from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
+from pageindex.index.reader import read_column_index, read_offset_index
+from pageindex.io.storage import open_source
+from pageindex.scan.page_walk import (
     DATA_PAGE,
     DATA_PAGE_V2,
     DICTIONARY_PAGE,
     INDEX_PAGE,
     walk_chunk,
 )
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
-from pageindex.thrift import Field, Struct, T, TList, decode_struct, encode_struct
 from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path, corpus_rows
 from tests.helpers.tables import page_headers

@@ -1,4 +1,4 @@
-"""pageindex.plain_values: PLAIN number sections read in place are, bit for bit, what Arrow
+"""pageindex.scan.plain_values: PLAIN number sections read in place are, bit for bit, what Arrow
 decodes from the same sections, on every corpus file and on pages written here."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex import values
 from pageindex.errors import MalformedFileError, PageIndexError
-from pageindex.page_levels import nested_levels
-from pageindex.page_walk import walk_chunk
-from pageindex.plain_values import ARROW_TYPES, plain_values, readable
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
+from pageindex.format.footer import read_footer
+from pageindex.io.storage import open_source
+from pageindex.scan import values
+from pageindex.scan.page_levels import nested_levels
+from pageindex.scan.page_walk import walk_chunk
+from pageindex.scan.plain_values import ARROW_TYPES, plain_values, readable
 from tests.helpers.corpus import corpus_files
 
 

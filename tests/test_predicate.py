@@ -1,4 +1,4 @@
-"""The where-clause parser (pageindex.predicate): SQL-like text and pyarrow-style tuples."""
+"""The where-clause parser (pageindex.query.predicate): SQL-like text and pyarrow-style tuples."""
 from __future__ import annotations
 
 import decimal
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pageindex.predicate import Condition, PredicateError, parse
+from pageindex.query.predicate import Condition, PredicateError, parse
 
 # ---------------------------------------------------------------- SQL-like text
 

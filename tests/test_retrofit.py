@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex import chunk_scan
 from pageindex.retrofit import retrofit
+from pageindex.scan import chunk_scan
 from pageindex.verify import verify
 
 

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.page_index import (
+from pageindex.format.footer import read_footer
+from pageindex.index.reader import (
     ASCENDING_ORDER,
     DESCENDING_ORDER,
     UNORDERED_ORDER,
@@ -41,8 +42,8 @@ from pageindex.page_index import (
     read_column_index,
     read_offset_index,
 )
-from pageindex.retrofit import read_footer, retrofit
-from pageindex.storage import open_source
+from pageindex.io.storage import open_source
+from pageindex.retrofit import retrofit
 from pageindex.verify import verify
 from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
 from tests.helpers.tables import (

@@ -36,8 +36,8 @@ import s3fs
 
 import pageindex
 from pageindex.errors import StorageError
-from pageindex.job import main as job_main
-from pageindex.storage import s3_options
+from pageindex.io.storage import s3_options
+from pageindex.job.spark import main as job_main
 from tests.helpers import s3 as s3h
 from tests.helpers.big_files import write_wide_file
 from tests.helpers.fault_proxy import (
@@ -322,7 +322,7 @@ def test_permanent_faults_fail_with_storage_error(sources, proxy, s3fs_fs, s3_bu
 def test_effective_max_attempts(sources, proxy, s3fs_fs, s3_bucket, fast_backoff, action, expected):
     """One ranged read of the source (Source.read -> s3fs cat_file) against a permanent fault:
     how many requests reach the server before the error surfaces."""
-    from pageindex.storage import open_source
+    from pageindex.io.storage import open_source
 
     key = f"{s3_bucket}/in/a.parquet"
     s3fs_fs.pipe(key, sources.small.original)
@@ -368,8 +368,8 @@ def test_transport_errors_become_storage_errors(error, call):
     """Minimal reproduction, without a network: a filesystem whose calls fail the way s3fs
     fails after its retries give up on a dropped connection or a truncated response.  Source.read,
     file_version (stat) and the S3 commit only catch OSError, so these escape untyped."""
-    from pageindex import commit as commit_mod
-    from pageindex.storage import FileVersion, Source, file_version
+    from pageindex.io import commit as commit_mod
+    from pageindex.io.storage import FileVersion, Source, file_version
 
     make = _transport_errors()[error]
 

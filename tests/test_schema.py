@@ -1,12 +1,12 @@
-"""pageindex.schema: leaves, paths, max levels and types, checked against pyarrow on the corpus."""
+"""pageindex.format.schema: leaves, paths, max levels and types, checked against pyarrow on the corpus."""
 from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
 
 from pageindex.errors import MalformedFileError
-from pageindex.retrofit import read_footer
-from pageindex.schema import (
+from pageindex.format.footer import read_footer
+from pageindex.format.schema import (
     MAX_SCHEMA_DEPTH,
     OPTIONAL,
     PT,
@@ -15,8 +15,8 @@ from pageindex.schema import (
     SE,
     leaves_of,
 )
-from pageindex.storage import open_source
-from pageindex.thrift import Field, Struct, T, TList
+from pageindex.format.thrift import Field, Struct, T, TList
+from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path, corpus_rows
 
 VALID = [corpus_path(r) for cat in ("candidate", "oracle", "candidate_reader_limited")

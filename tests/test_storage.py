@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 import pageindex
-from pageindex import storage
-from pageindex.storage import open_source
+from pageindex.io import storage
+from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_files
 
 SIZE = 64 << 10

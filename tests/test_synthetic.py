@@ -1,12 +1,12 @@
-"""pageindex.synthetic: a synthesized file is read from its parts without copying the page bytes."""
+"""pageindex.scan.synthetic: a synthesized file is read from its parts without copying the page bytes."""
 from __future__ import annotations
 
 import io
 
 import numpy as np
 
-from pageindex.storage import open_source
-from pageindex.synthetic import Synthesized, _PartsReader
+from pageindex.io.storage import open_source
+from pageindex.scan.synthetic import Synthesized, _PartsReader
 
 
 def _reads_like(reader: _PartsReader, joined: bytes, seed: int, reads: int, max_size: int) -> None:

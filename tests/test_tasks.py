@@ -1,4 +1,4 @@
-"""pageindex.tasks: byte-balanced packing of files into Spark tasks, and size parsing."""
+"""pageindex.job.tasks: byte-balanced packing of files into Spark tasks, and size parsing."""
 from __future__ import annotations
 
 import random
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from pageindex.discovery import InputFile
-from pageindex.tasks import pack, parse_size
+from pageindex.io.discovery import InputFile
+from pageindex.job.tasks import pack, parse_size
 
 
 def files(sizes: list[int]) -> list[InputFile]:

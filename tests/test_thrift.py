@@ -1,4 +1,4 @@
-"""pageindex.thrift: compact-protocol codec round trips, unknown fields, hardening and fuzzing."""
+"""pageindex.format.thrift: compact-protocol codec round trips, unknown fields, hardening and fuzzing."""
 from __future__ import annotations
 
 import random
@@ -8,8 +8,8 @@ import time
 import pytest
 
 from pageindex.errors import PageIndexError, ThriftDecodeError, ThriftTruncatedError
-from pageindex.footer import decode_footer
-from pageindex.thrift import (
+from pageindex.format.footer import decode_footer
+from pageindex.format.thrift import (
     MAX_DEPTH,
     Field,
     Struct,

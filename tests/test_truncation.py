@@ -1,11 +1,11 @@
-"""pageindex.truncation: truncated bounds stay valid bounds, short, and UTF-8 where the value was."""
+"""pageindex.index.truncation: truncated bounds stay valid bounds, short, and UTF-8 where the value was."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from pageindex.truncation import truncate_max, truncate_min
+from pageindex.index.truncation import truncate_max, truncate_min
 
 
 def is_utf8(b: bytes) -> bool:

@@ -1,14 +1,14 @@
-"""pageindex.values: a chunk's synthesized file decodes to the original chunk's values."""
+"""pageindex.scan.values: a chunk's synthesized file decodes to the original chunk's values."""
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex.page_walk import walk_chunk
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
-from pageindex.synthetic import Synthesized
-from pageindex.values import bare_path, decode, synthesize
+from pageindex.format.footer import read_footer
+from pageindex.io.storage import open_source
+from pageindex.scan.page_walk import walk_chunk
+from pageindex.scan.synthetic import Synthesized
+from pageindex.scan.values import bare_path, decode, synthesize
 
 
 def test_synthesized_chunk_decodes_to_the_original_values(tmp_path):

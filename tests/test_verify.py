@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
-from pageindex.page_index import read_column_index, read_offset_index
-from pageindex.page_walk import DATA_PAGE
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
-from pageindex.thrift import Field, Struct, T, TList
+from pageindex.format.footer import read_footer
+from pageindex.format.thrift import Field, Struct, T, TList
+from pageindex.index.reader import read_column_index, read_offset_index
+from pageindex.io.storage import open_source
+from pageindex.scan.page_walk import DATA_PAGE
 from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
@@ -82,9 +82,9 @@ def test_passes_on_pyarrow_all_types(tmp_path, variant):
 
 
 def _zero_value_pages(path) -> set[tuple[str, int]]:
-    from pageindex.page_walk import walk_chunk
-    from pageindex.retrofit import read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.footer import read_footer
+    from pageindex.io.storage import open_source
+    from pageindex.scan.page_walk import walk_chunk
 
     out = set()
     with open_source(str(path)) as source:

@@ -1,4 +1,4 @@
-"""pageindex.writer: tail layout, marker, column_orders, stale index pointers, footer preservation."""
+"""pageindex.index.tail_writer: tail layout, marker, column_orders, stale index pointers, footer preservation."""
 from __future__ import annotations
 
 import struct
@@ -11,18 +11,12 @@ import pytest
 
 import pageindex
 from pageindex import __version__
-from pageindex.footer import F, decode_footer
-from pageindex.retrofit import read_footer
-from pageindex.storage import open_source
-from pageindex.thrift import Field, Struct, T, TList, decode_struct, encode_struct
+from pageindex.format.footer import F, decode_footer, read_footer
+from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
+from pageindex.index.marker import MARKER_KEY, marker_value
+from pageindex.index.tail_writer import TYPE_ORDER, ChunkIndexes, build_tail
+from pageindex.io.storage import open_source
 from pageindex.verify import verify
-from pageindex.writer import (
-    MARKER_KEY,
-    TYPE_ORDER,
-    ChunkIndexes,
-    build_tail,
-    marker_value,
-)
 from tests.helpers.corpus import corpus_path
 from tests.helpers.strip import strip_page_index
 

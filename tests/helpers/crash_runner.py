@@ -26,7 +26,6 @@ import os
 import sys
 import time
 
-
 _HOLD: dict[str, str] = {}
 
 
@@ -50,7 +49,7 @@ def _instrument(pause_at: str | None) -> None:
     import importlib
 
     # (pageindex.retrofit names the function as an attribute; the module is in sys.modules)
-    commit_mod = importlib.import_module("pageindex.commit")
+    commit_mod = importlib.import_module("pageindex.io.commit")
     retrofit_mod = importlib.import_module("pageindex.retrofit")
 
     real_copy = commit_mod._copy_prefix
@@ -139,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.s3_endpoint:
         import s3fs
 
-        from pageindex.storage import s3_options
+        from pageindex.io.storage import s3_options
         from tests.helpers.s3 import storage_options
 
         fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,

@@ -22,7 +22,7 @@ Mutations (``KINDS``):
   footer_delete         a field or list element removed
   footer_duplicate      a list element duplicated (an extra row group, column, schema element)
   footer_type_swap      a field's Thrift type changed (with a value of the new type)
-  page_header_bytes     bytes flipped inside a page header (pages found by pageindex.page_walk)
+  page_header_bytes     bytes flipped inside a page header (pages found by pageindex.scan.page_walk)
   page_header_field     decode -> change a PageHeader field -> encode, offsets fixed up
   page_body_bytes       bytes flipped inside a page body (the page CRC recomputed if present)
   level_stream          the repetition/definition level stream of a data page corrupted
@@ -40,13 +40,13 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
-import fsspec.implementations.local  # noqa: F401  (pageindex.storage.Source refers to it)
+import fsspec.implementations.local  # noqa: F401  (pageindex.io.storage.Source refers to it)
 
-from pageindex import thrift
-from pageindex.footer import decode_footer
-from pageindex.page_walk import DATA_PAGE, DATA_PAGE_V2, PH, walk_chunk
-from pageindex.storage import FileVersion, Source
-from pageindex.thrift import Field, Struct, T, TList, TMap, decode_struct, encode_struct
+from pageindex.format import thrift
+from pageindex.format.footer import decode_footer
+from pageindex.format.thrift import Field, Struct, T, TList, TMap, decode_struct, encode_struct
+from pageindex.io.storage import FileVersion, Source
+from pageindex.scan.page_walk import DATA_PAGE, DATA_PAGE_V2, PH, walk_chunk
 from tests.helpers.corpus import CORPUS_DIR
 from tests.helpers.page_reader import read_varint
 
@@ -516,7 +516,7 @@ def _compress(codec: int, raw: bytes) -> bytes:
 
 
 def _decompress(codec: int, body: bytes, size: int) -> bytes:
-    from pageindex.compression import decompress
+    from pageindex.format.compression import decompress
 
     if codec not in (0, *_CODECS):
         raise NotApplicable(f"codec {codec}")

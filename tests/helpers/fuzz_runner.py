@@ -6,10 +6,10 @@ Usage: ``python -m tests.helpers.fuzz_runner < jobs.json``; a job is
 tests.helpers.fuzz_mutations.build) or ``{"target": T, "bytes_path": P}`` (a stored input), plus
 optional ``"options"`` for the retrofit target.  Targets:
 
-  thrift    pageindex.thrift.decode_struct on the buffer; a decoded struct must re-encode to a
+  thrift    pageindex.format.thrift.decode_struct on the buffer; a decoded struct must re-encode to a
             canonical form that decodes to the same encoding (encode . decode is idempotent)
-  footer    pageindex.retrofit.read_footer on a Source of the file
-  scan      read_footer, then pageindex.chunk_scan.scan_chunk(decode=False) on every chunk
+  footer    pageindex.format.footer.read_footer on a Source of the file
+  scan      read_footer, then pageindex.scan.chunk_scan.scan_chunk(decode=False) on every chunk
             (page walk and level decoding; a PageIndexError of one chunk does not stop the rest)
   retrofit  pageindex.retrofit(file, dry_run=True, ...), which hands pyarrow synthesized files
 
@@ -60,7 +60,7 @@ def _emit(obj: dict[str, Any]) -> None:
 
 
 def _thrift(data: bytes) -> dict[str, Any]:
-    from pageindex.thrift import decode_struct, encode_struct
+    from pageindex.format.thrift import decode_struct, encode_struct
 
     tree, end = decode_struct(data)
     once = encode_struct(tree)
@@ -71,8 +71,9 @@ def _thrift(data: bytes) -> dict[str, Any]:
 
 
 def _footer(path: str) -> dict[str, Any]:
-    from pageindex.retrofit import is_fully_indexed, read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.footer import read_footer
+    from pageindex.index.marker import is_fully_indexed
+    from pageindex.io.storage import open_source
 
     with open_source(path) as source:
         footer = read_footer(source)
@@ -81,10 +82,10 @@ def _footer(path: str) -> dict[str, Any]:
 
 
 def _scan(path: str) -> dict[str, Any]:
-    from pageindex.chunk_scan import scan_chunk
     from pageindex.errors import PageIndexError
-    from pageindex.retrofit import read_footer
-    from pageindex.storage import open_source
+    from pageindex.format.footer import read_footer
+    from pageindex.io.storage import open_source
+    from pageindex.scan.chunk_scan import scan_chunk
 
     scanned = refused = 0
     reasons = []
@@ -179,7 +180,7 @@ def main() -> int:
     signal.signal(signal.SIGALRM, _on_alarm)
     jobs = json.load(sys.stdin)
     import pageindex  # noqa: F401  (imported before the first input, not during it)
-    import pageindex.chunk_scan  # noqa: F401
+    import pageindex.scan.chunk_scan  # noqa: F401
 
     with tempfile.TemporaryDirectory(prefix="pageindex-fuzz-") as workdir:
         for i, job in enumerate(jobs):

@@ -1,6 +1,6 @@
 """An independent, minimal Thrift compact reader for page headers, used by tests as a reference.
 
-Deliberately not pageindex.thrift: tests of the page walk, levels and codecs must not depend on
+Deliberately not pageindex.format.thrift: tests of the page walk, levels and codecs must not depend on
 the code under test to find their pages. Headers come back as {field id: value} dicts.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Checks of a retrofitted file against its source, independent of pageindex's own reader.
 
 Footer bytes are located from the last 8 bytes of the file and decoded with the generic Thrift
-codec (``pageindex.thrift.decode_struct``), which maps nothing onto a schema, so the comparison
+codec (``pageindex.format.thrift.decode_struct``), which maps nothing onto a schema, so the comparison
 sees every field of FileMetaData, including unknown ones.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex.thrift import Field, Struct, T, TList, decode_struct
+from pageindex.format.thrift import Field, Struct, T, TList, decode_struct
 
 # parquet.thrift field ids
 FMD_ROW_GROUPS, FMD_KV, FMD_COLUMN_ORDERS = 4, 5, 7

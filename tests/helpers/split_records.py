@@ -4,7 +4,7 @@ Old writers (parquet-mr before 1.11 for v1 pages) cut pages by size alone, so a 
 start in the middle of a record; Arrow no longer writes such files. The file is pyarrow's own
 for `ROWS`, with its one data page replaced by two hand-encoded pages (uncompressed, PLAIN
 values, RLE levels, header statistics) split after the first SPLIT_AT level entries. Only
-pageindex.thrift is used to build it.
+pageindex.format.thrift is used to build it.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex.thrift import Field, Struct, T, TList, decode_struct, encode_struct
+from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
 
 ROWS = [[1, 2, 3], [4, 5], [6]]
 SPLIT_AT = 2  # the second page starts at the 3rd value of the first record (repetition level 1)

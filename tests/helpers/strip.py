@@ -11,7 +11,7 @@ dictionary offset stays valid, and a retrofit of the copy can be compared offset
 the original writer's index. Nothing else in the footer changes (column_orders, key-value
 metadata, statistics, encoding stats, unknown fields all survive through the generic Thrift tree).
 
-Only pageindex.thrift (decode/encode) is used, not pageindex.footer, so the helper does not
+Only pageindex.format.thrift (decode/encode) is used, not pageindex.format.footer, so the helper does not
 depend on the validation under test.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from pageindex.thrift import Struct, T, TList, decode_struct, encode_struct
+from pageindex.format.thrift import Struct, T, TList, decode_struct, encode_struct
 
 MAGIC = b"PAR1"
 FMD_ROW_GROUPS = 4

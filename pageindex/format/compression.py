@@ -1,0 +1,147 @@
+"""Decompression of Parquet page bodies with pyarrow's codecs.
+
+Every result has exactly the size the page header declares; anything else is a MalformedFileError.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.format.thrift import uleb128
+
+UNCOMPRESSED = 0
+_CODEC_NAMES = ("UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW")
+
+# LZ4 frame header: magic, FLG (version 1, independent blocks, no checksums, no content
+# size), BD (4 MiB maximum block size), header checksum byte (xxh32 of FLG BD, bits 8..15).
+_LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_FRAME_HEADER = _LZ4_FRAME_MAGIC + b"\x60\x70\x73"
+_LZ4_FRAME_END = b"\x00\x00\x00\x00"
+_LZ4_FRAME_MAX_BLOCK = 4 << 20
+_HADOOP_PREFIX = 8
+
+
+def codec_name(codec: int) -> str:
+    """The parquet.thrift name of a CompressionCodec value."""
+    if 0 <= codec < len(_CODEC_NAMES):
+        return _CODEC_NAMES[codec]
+    return f"UNKNOWN({codec})"
+
+
+def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> bytes:
+    """Decompress a page body to exactly uncompressed_size bytes, never producing more."""
+    if uncompressed_size < 0:
+        raise MalformedFileError(f"negative uncompressed page size {uncompressed_size}")
+    if codec == UNCOMPRESSED:
+        if len(data) != uncompressed_size:
+            raise MalformedFileError(
+                f"uncompressed page has {len(data)} bytes, header says {uncompressed_size}"
+            )
+        return bytes(data)
+    if codec == 3:
+        raise UnsupportedFileError("LZO compression is not supported")
+    if codec not in (1, 2, 4, 5, 6, 7):
+        raise UnsupportedFileError(f"unknown compression codec {codec}")
+    if uncompressed_size == 0 and len(data) == 0:
+        # An empty section (such as the v2 values of an all-null page) may be stored as zero
+        # bytes rather than as a compressed empty stream, which no codec would accept.
+        return b""
+    try:
+        if codec == 1:
+            return _snappy(data, uncompressed_size)
+        if codec == 2:
+            return _stream("gzip", data, uncompressed_size)
+        if codec == 4:
+            return _stream("brotli", data, uncompressed_size)
+        if codec == 5:
+            return _lz4_any(data, uncompressed_size)
+        if codec == 6:
+            # Arrow's one-shot ZSTD decode already fails unless it fills the buffer exactly.
+            return pa.Codec("zstd").decompress(data, uncompressed_size, asbytes=True)
+        return _lz4_block(data, uncompressed_size)
+    except (OSError, pa.ArrowException) as exc:
+        raise MalformedFileError(f"{codec_name(codec)} decompression failed: {exc}") from exc
+
+
+def _snappy(data: bytes | memoryview, size: int) -> bytes:
+    # pyarrow's one-shot decode discards the real output length, but snappy states it in a
+    # varint preamble and verifies the stream against it.
+    preamble = uleb128(data, 0, 5)
+    if preamble is None:
+        raise MalformedFileError("snappy length preamble is truncated or too long")
+    declared = preamble[0]
+    if declared != size:
+        raise MalformedFileError(f"SNAPPY page declares {declared} bytes, header says {size}")
+    return pa.Codec("snappy").decompress(data, size, asbytes=True)
+
+
+def _stream(codec: str, data: bytes | memoryview, size: int) -> bytes:
+    """Decode through pyarrow's streaming reader, which reports the true output length.
+
+    The stream also accepts concatenated members (multi-member gzip) and rejects
+    truncated input and trailing garbage. Reading size + 1 bytes caps the output.
+    """
+    with pa.CompressedInputStream(pa.BufferReader(data), codec) as stream:
+        result = stream.read(size + 1)
+    if len(result) > size:
+        raise MalformedFileError(f"{codec} page decompresses to more than {size} bytes")
+    if len(result) < size:
+        raise MalformedFileError(f"{codec} page decompressed to {len(result)} bytes, not {size}")
+    return result
+
+
+def _lz4_any(data: bytes | memoryview, size: int) -> bytes:
+    """Codec 5 as Arrow C++ reads it: Hadoop framing, else an LZ4 frame, else a raw block."""
+    result = _lz4_hadoop(data, size)
+    if result is not None:
+        return result
+    if bytes(data[:4]) == _LZ4_FRAME_MAGIC:
+        try:
+            return _stream("lz4", data, size)
+        except (MalformedFileError, OSError, pa.ArrowException):
+            pass
+    return _lz4_block(data, size)
+
+
+def _lz4_hadoop(data: bytes | memoryview, size: int) -> bytes | None:
+    """Hadoop's LZ4 framing, or None when the data does not parse exactly as such."""
+    view = memoryview(data)
+    parts: list[bytes] = []
+    pos, produced = 0, 0
+    while len(view) - pos >= _HADOOP_PREFIX:
+        block_size = int.from_bytes(view[pos : pos + 4], "big")
+        compressed_size = int.from_bytes(view[pos + 4 : pos + 8], "big")
+        pos += _HADOOP_PREFIX
+        if compressed_size > len(view) - pos or block_size > size - produced:
+            return None
+        try:
+            parts.append(_lz4_block(view[pos : pos + compressed_size], block_size))
+        except (MalformedFileError, OSError, pa.ArrowException):
+            return None
+        pos += compressed_size
+        produced += block_size
+    if pos != len(view) or produced != size:
+        return None
+    return b"".join(parts)
+
+
+def _lz4_block(data: bytes | memoryview, size: int) -> bytes:
+    """A raw LZ4 block that must decode to exactly size bytes."""
+    if size <= _LZ4_FRAME_MAX_BLOCK and len(data) <= _LZ4_FRAME_MAX_BLOCK:
+        # pyarrow's one-shot decode discards the real output length; wrapped as a one-block
+        # LZ4 frame, the streaming reader reports it exactly.
+        frame = b"".join(
+            (_LZ4_FRAME_HEADER, len(data).to_bytes(4, "little"), data, _LZ4_FRAME_END)
+        )
+        return _stream("lz4", frame, size)
+    # Too big for a frame block. Decoding into size bytes proves the output is at most
+    # size; failing with size - 1 shows it is not shorter, as LZ4 never writes past the
+    # end. Only a malformed block that breaks LZ4's end-of-block margins (last 12 bytes)
+    # could still pass short; frames rule that out for blocks up to 4 MiB.
+    codec = pa.Codec("lz4_raw")
+    result = codec.decompress(data, size, asbytes=True)
+    try:
+        codec.decompress(data, size - 1, asbytes=True)
+    except (OSError, pa.ArrowException):
+        return result
+    raise MalformedFileError(f"LZ4 block decompressed to fewer than {size} bytes")

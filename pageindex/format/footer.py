@@ -1,0 +1,270 @@
+"""Parquet footer: locate, decode and validate FileMetaData, and give a typed view of its parts.
+
+Validation here is what lets later stages (and pyarrow) trust offsets, sizes and counts.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
+from pageindex.format.schema import Leaf, leaves_of
+from pageindex.format.thrift import Struct, T, TList, decode_struct
+from pageindex.io.storage import Source
+
+MAGIC = b"PAR1"
+ENCRYPTED_MAGIC = b"PARE"
+# Footers beyond this are not plausible Parquet metadata; refusing them bounds memory.
+MAX_FOOTER_BYTES = 1 << 30
+# One read of the tail usually holds the whole footer; a longer one takes a second read.
+TAIL_READ = 64 << 10
+
+
+class F:
+    """Thrift field ids used by pageindex (parquet.thrift)."""
+
+    FMD_SCHEMA, FMD_NUM_ROWS, FMD_ROW_GROUPS, FMD_KV, FMD_CREATED_BY = 2, 3, 4, 5, 6
+    FMD_COLUMN_ORDERS, FMD_ENCRYPTION_ALGORITHM = 7, 8
+    RG_COLUMNS, RG_NUM_ROWS = 1, 3
+    CC_FILE_PATH, CC_META = 1, 3
+    CC_OI_OFFSET, CC_OI_LENGTH, CC_CI_OFFSET, CC_CI_LENGTH = 4, 5, 6, 7
+    CC_CRYPTO, CC_ENCRYPTED_META = 8, 9
+    CMD_TYPE, CMD_PATH, CMD_CODEC, CMD_NUM_VALUES = 1, 3, 4, 5
+    CMD_TOTAL_UNCOMPRESSED, CMD_TOTAL_COMPRESSED = 6, 7
+    CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICT_PAGE_OFFSET = 9, 10, 11
+    KV_KEY, KV_VALUE = 1, 2
+
+
+@dataclass(frozen=True)
+class ChunkMeta:
+    """One column chunk as the footer describes it."""
+
+    row_group: int
+    column: int
+    leaf: Leaf
+    codec: int
+    num_values: int
+    data_page_offset: int
+    dictionary_page_offset: int | None
+    total_compressed_size: int
+    has_offset_index: bool
+    has_column_index: bool
+    offset_index: tuple[int, int] | None
+    column_index: tuple[int, int] | None
+
+    @property
+    def start(self) -> int:
+        """First byte of the chunk: its dictionary page if it has one, else its first data page."""
+        if self.dictionary_page_offset is not None:
+            return min(self.dictionary_page_offset, self.data_page_offset)
+        return self.data_page_offset
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A validated footer: the raw FileMetaData plus typed views of what pageindex uses."""
+
+    file_size: int
+    footer_start: int  # offset of the FileMetaData bytes
+    metadata: Struct
+    leaves: tuple[Leaf, ...]
+    row_group_rows: tuple[int, ...]
+    chunks: tuple[tuple[ChunkMeta, ...], ...]  # [row group][column]
+    column_orders: tuple[Struct, ...] | None  # one per leaf, or None when the file declares none
+
+    @property
+    def created_by(self) -> str:
+        raw = self.metadata.get(F.FMD_CREATED_BY, b"")
+        return raw.decode("utf-8", "replace")
+
+    @property
+    def created_by_raw(self) -> bytes | None:
+        return self.metadata.get(F.FMD_CREATED_BY)
+
+    def key_value(self, key: str) -> str | None:
+        kvs = self.metadata.get(F.FMD_KV)
+        for kv in kvs.items if kvs else ():
+            if kv.get(F.KV_KEY) == key.encode():
+                value = kv.get(F.KV_VALUE)
+                return None if value is None else value.decode("utf-8", "replace")
+        return None
+
+    def declared_order(self, column: int) -> Struct | None:
+        return self.column_orders[column] if self.column_orders is not None else None
+
+
+def parse_tail(tail: bytes, file_size: int, path: str) -> int:
+    """Check the trailing magic and return the FileMetaData length from the last 8 bytes."""
+    if file_size < 12:
+        raise MalformedFileError(f"file is {file_size} bytes, too small for Parquet", path=path)
+    if tail[-4:] == ENCRYPTED_MAGIC:
+        raise EncryptedFileError("encrypted footer (PARE magic); pageindex cannot index it", path=path)
+    if tail[-4:] != MAGIC:
+        raise MalformedFileError("no Parquet magic at end of file", path=path)
+    (length,) = struct.unpack("<I", tail[-8:-4])
+    if length == 0 or length > file_size - 12 or length > MAX_FOOTER_BYTES:
+        raise MalformedFileError(
+            f"footer length {length} does not fit in a {file_size}-byte file", path=path
+        )
+    return length
+
+
+def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
+    """Decode and validate FileMetaData bytes (which end 8 bytes before end of file)."""
+    footer_start = file_size - 8 - len(raw)
+    try:
+        metadata, end = decode_struct(raw)
+    except PageIndexError as err:
+        offset = footer_start + err.offset if err.offset is not None else None
+        raise MalformedFileError(f"footer: {err.reason}", path=path, offset=offset) from None
+    # Checked before the trailing bytes: a signed plaintext footer is followed by its signature.
+    if metadata.has(F.FMD_ENCRYPTION_ALGORITHM):
+        raise EncryptedFileError("plaintext footer with encrypted columns", path=path)
+    if end != len(raw):
+        raise MalformedFileError(
+            f"footer has {len(raw) - end} trailing bytes after FileMetaData", path=path,
+            offset=footer_start + end,
+        )
+    try:
+        leaves = leaves_of(metadata.get(F.FMD_SCHEMA))
+        _check_types(metadata)
+        orders = _column_orders(metadata, len(leaves))
+    except PageIndexError as err:
+        raise err.located(path=path) from None
+    rows, chunks = _row_groups(metadata, leaves, footer_start, path)
+    return Footer(file_size, footer_start, metadata, leaves, rows, chunks, orders)
+
+
+def _check_types(metadata: Struct) -> None:
+    """Fields pageindex reads must have their declared Thrift types (a corrupt footer can hold
+    any type under any field id)."""
+    created_by = metadata.get(F.FMD_CREATED_BY)
+    if created_by is not None and not isinstance(created_by, bytes):
+        raise MalformedFileError("created_by is not a string")
+    kvs = metadata.get(F.FMD_KV)
+    if kvs is None:
+        return
+    if not isinstance(kvs, TList) or kvs.elem_type != T.STRUCT:
+        raise MalformedFileError("key_value_metadata is not a list of structs")
+    for kv in kvs.items:
+        if not isinstance(kv.get(F.KV_KEY), bytes) or not isinstance(kv.get(F.KV_VALUE, b""), bytes):
+            raise MalformedFileError("a key_value_metadata entry has no string key or value")
+
+
+def _column_orders(metadata: Struct, leaves: int) -> tuple[Struct, ...] | None:
+    orders = metadata.get(F.FMD_COLUMN_ORDERS)
+    if orders is None:
+        return None
+    if not isinstance(orders, TList) or orders.elem_type != T.STRUCT:
+        raise MalformedFileError("column_orders is not a list of structs")
+    if len(orders.items) != leaves:
+        raise MalformedFileError(f"{len(orders.items)} column orders for {leaves} columns")
+    return orders.items
+
+
+def _require_int(s: Struct, field_id: int, what: str, lo: int, hi: int) -> int:
+    value = s.get(field_id)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise MalformedFileError(f"{what} is missing")
+    if not lo <= value <= hi:
+        raise MalformedFileError(f"{what} {value} is outside [{lo}, {hi}]")
+    return value
+
+
+def _row_groups(
+    metadata: Struct, leaves: tuple[Leaf, ...], footer_start: int, path: str
+) -> tuple[tuple[int, ...], tuple[tuple[ChunkMeta, ...], ...]]:
+    groups = metadata.get(F.FMD_ROW_GROUPS)
+    if not isinstance(groups, TList):
+        raise MalformedFileError("footer has no row group list", path=path)
+    rows, chunks = [], []
+    for rg_index, rg in enumerate(groups.items):
+        try:
+            if not isinstance(rg, Struct):
+                raise MalformedFileError("row group is not a struct")
+            num_rows = _require_int(rg, F.RG_NUM_ROWS, "row group num_rows", 0, 1 << 62)
+            columns = rg.get(F.RG_COLUMNS)
+            if not isinstance(columns, TList) or len(columns.items) != len(leaves):
+                raise MalformedFileError(
+                    f"row group has {len(columns.items) if isinstance(columns, TList) else 'no'} "
+                    f"column chunks for {len(leaves)} leaf columns"
+                )
+            chunks.append(
+                tuple(
+                    _chunk(rg_index, i, leaves[i], cc, footer_start, path)
+                    for i, cc in enumerate(columns.items)
+                )
+            )
+            rows.append(num_rows)
+        except PageIndexError as err:
+            raise err.located(path=path, row_group=rg_index) from None
+    return tuple(rows), tuple(chunks)
+
+
+def _chunk(
+    rg: int, col: int, leaf: Leaf, cc: Struct, footer_start: int, path: str
+) -> ChunkMeta:
+    try:
+        if not isinstance(cc, Struct):
+            raise MalformedFileError("column chunk is not a struct")
+        if cc.has(F.CC_CRYPTO) or cc.has(F.CC_ENCRYPTED_META):
+            raise EncryptedFileError("column chunk is encrypted")
+        if cc.get(F.CC_FILE_PATH):
+            raise MalformedFileError("column chunk lives in another file (file_path is set)")
+        meta = cc.get(F.CC_META)
+        if not isinstance(meta, Struct):
+            raise MalformedFileError("column chunk has no ColumnMetaData")
+        ptype = _require_int(meta, F.CMD_TYPE, "physical type", 0, 7)
+        if ptype != leaf.physical_type:
+            raise MalformedFileError(
+                f"ColumnMetaData type {ptype} does not match schema type {leaf.physical_type}"
+            )
+        codec = _require_int(meta, F.CMD_CODEC, "codec", 0, 1 << 31)
+        num_values = _require_int(meta, F.CMD_NUM_VALUES, "num_values", 0, 1 << 62)
+        size = _require_int(meta, F.CMD_TOTAL_COMPRESSED, "total_compressed_size", 0, footer_start)
+        data_off = _require_int(meta, F.CMD_DATA_PAGE_OFFSET, "data_page_offset", 0, footer_start)
+        dict_off = meta.get(F.CMD_DICT_PAGE_OFFSET)
+        # Some writers store 0 (or an offset past the data) to mean "no dictionary page".
+        if not isinstance(dict_off, int) or dict_off <= 0 or dict_off >= data_off:
+            dict_off = None
+        oi = _index_location(cc, F.CC_OI_OFFSET, F.CC_OI_LENGTH, footer_start)
+        ci = _index_location(cc, F.CC_CI_OFFSET, F.CC_CI_LENGTH, footer_start)
+    except PageIndexError as err:
+        raise err.located(path=path, row_group=rg, column=leaf.dotted) from None
+    return ChunkMeta(
+        row_group=rg, column=col, leaf=leaf, codec=codec, num_values=num_values,
+        data_page_offset=data_off, dictionary_page_offset=dict_off, total_compressed_size=size,
+        has_offset_index=oi is not None, has_column_index=ci is not None,
+        offset_index=oi, column_index=ci,
+    )
+
+
+def _index_location(cc: Struct, off_id: int, len_id: int, limit: int) -> tuple[int, int] | None:
+    offset, length = cc.get(off_id), cc.get(len_id)
+    if offset is None and length is None:
+        return None
+    if not isinstance(offset, int) or not isinstance(length, int):
+        raise MalformedFileError("page index location has an offset or a length but not both")
+    if offset < 4 or length <= 0 or offset + length > limit:
+        raise MalformedFileError(
+            f"page index block [{offset}, {offset}+{length}) lies outside the data region")
+    return offset, length
+
+
+def read_footer(source: Source, tail_bytes: int = TAIL_READ, check_head: bool = True) -> Footer:
+    """Read and validate the footer: the head magic (optional), then one read of the tail and a
+    second one only when the footer is longer than that tail."""
+    size = source.size
+    if check_head:
+        head = source.read(0, 4, "footer")
+        if head not in (MAGIC, ENCRYPTED_MAGIC):
+            raise NotParquetError("no Parquet magic at start of file", path=source.path)
+        if head == ENCRYPTED_MAGIC and size >= 12:
+            raise EncryptedFileError("encrypted file (PARE magic)", path=source.path)
+    tail = source.read(max(0, size - tail_bytes), min(size, tail_bytes), "footer")
+    length = parse_tail(tail, size, source.path)
+    if length + 8 <= len(tail):
+        raw = tail[len(tail) - 8 - length : len(tail) - 8]
+    else:
+        raw = source.read(size - 8 - length, length, "footer")
+    return decode_footer(raw, size, source.path)

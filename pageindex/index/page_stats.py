@@ -1,0 +1,151 @@
+"""Page statistics: a chunk's indexes from the min/max/null_count in its page headers where those
+can be trusted (never floats or known-bad writers). Flat chunks: only the headers are read;
+nested ones also decode their levels, for rows per page (values are never decoded).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from pageindex.errors import MalformedFileError
+from pageindex.format.bounds import comparable
+from pageindex.format.column_order import Kind, Order
+from pageindex.format.footer import ChunkMeta
+from pageindex.format.schema import PT
+from pageindex.format.thrift import Struct
+from pageindex.index.builder import Bounds, column_index_struct
+from pageindex.index.truncation import truncate_max, truncate_min
+from pageindex.io.storage import Source
+from pageindex.scan.page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels, with_nulls
+from pageindex.scan.page_walk import (
+    DATA_PAGE,
+    DATA_PAGE_V2,
+    DICTIONARY_PAGE,
+    PH,
+    ChunkPages,
+    Page,
+    decode_page_header,
+    walk_chunk,
+)
+
+HEADER_WINDOW = 4 << 10
+ST_MAX, ST_MIN, ST_NULLS, ST_MAX_VALUE, ST_MIN_VALUE = 1, 2, 3, 5, 6
+
+
+@dataclass(frozen=True)
+class HeaderPlan:
+    """A chunk's pages with each data page's header statistics, and its per-page level facts."""
+
+    pages: ChunkPages  # data is empty: bodies are not kept
+    stats: tuple[Struct | None, ...]
+    levels: PageLevels | str  # or why the headers cannot give them
+
+
+def untrusted_writer(created_by: str, leaf_physical_type: int) -> str | None:
+    """Why this writer's statistics for this type cannot be trusted, if it is a known case."""
+    m = re.match(r"parquet-mr version (\d+)\.(\d+)\.(\d+)", created_by)
+    if m and tuple(int(x) for x in m.groups()) < (1, 8, 0) and leaf_physical_type in (
+            PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY):
+        return "parquet-mr before 1.8.0 wrote wrong binary statistics (PARQUET-251)"
+    return None
+
+
+def applicable(chunk: ChunkMeta, order: Order, created_by: str) -> str | None:
+    """None when the header path may be tried for this chunk, else the reason it may not."""
+    if not order.indexable:
+        return order.reason
+    if order.kind is Kind.FLOAT:
+        return "float column: page headers cannot tell whether a page holds NaN"
+    return untrusted_writer(created_by, chunk.leaf.physical_type)
+
+
+def plan_chunk(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
+    """A flat chunk's pages from their headers alone; a nested chunk's from reading it whole,
+    as rows per page (and level histograms) are only known from its levels."""
+    if not needs_level_decoding(chunk):
+        pages, stats = walk_headers(source, chunk, limit)
+        return HeaderPlan(pages, stats, _flat_levels(chunk.leaf.max_def, pages, stats))
+    pages = walk_chunk(source, chunk, limit)
+    levels, _ = nested_levels(chunk, pages)
+    return HeaderPlan(pages.without_data(), tuple(_stats(page) for page in pages.pages), levels)
+
+
+def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> tuple[ChunkPages, tuple[Struct | None, ...]]:
+    """The chunk's pages from their headers, one small ranged read per header."""
+    pos, values = chunk.start, 0
+    dictionary, pages = None, []
+    window, window_start = b"", pos
+    declared_end = min(chunk.start + chunk.total_compressed_size, limit)
+    while values < chunk.num_values:
+        if pos < limit and not window_start <= pos < window_start + len(window):
+            # Windows stop at the chunk's declared end; a header cut off there is read on.
+            end = declared_end if pos + 16 <= declared_end else limit
+            window, window_start = source.read(pos, min(HEADER_WINDOW, end - pos), "header"), pos
+        page, header, window = decode_page_header(source, window, window_start, pos, limit, "header")
+        if page.kind == DICTIONARY_PAGE:
+            dictionary = page
+        elif page.kind in (DATA_PAGE, DATA_PAGE_V2):
+            values += page.num_values
+            pages.append(page)
+        pos = page.offset + page.size
+    if values != chunk.num_values:
+        raise MalformedFileError(f"pages hold {values} values but the chunk metadata says {chunk.num_values}")
+    return ChunkPages(chunk.start, b"", dictionary, tuple(pages), False), tuple(_stats(p) for p in pages)
+
+
+def _stats(page: Page) -> Struct | None:
+    sub = page.header.get(PH.DATA_V1 if page.kind == DATA_PAGE else PH.DATA_V2)
+    st = sub.get(PH.V1_STATS if page.kind == DATA_PAGE else PH.V2_STATS)
+    return st if isinstance(st, Struct) else None
+
+
+def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ...]) -> PageLevels | str:
+    """A flat leaf's levels: rows as its pages count them, nulls as the headers say."""
+    nulls = []
+    for page, st in zip(pages.pages, stats):
+        null_count = _null_count(st)
+        if null_count is None:
+            return "a page header has no null_count"
+        if not 0 <= null_count <= page.num_values:
+            return "a page header's null_count is out of range"
+        nulls.append(null_count)
+    return with_nulls(flat_levels(pages), np.array(nulls, dtype=np.int64), max_def)
+
+
+def _null_count(st: Struct | None) -> int | None:
+    value = None if st is None else st.get(ST_NULLS)
+    return value if isinstance(value, int) else None
+
+
+def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struct | None, ...],
+                              levels: PageLevels, truncate_length: int) -> Struct | str:
+    """The ColumnIndex from header bounds and the chunk's levels, or why the headers are not
+    enough. Every header's null_count must match the levels: writers that count a nested
+    column's nulls another way are decoded exactly."""
+    leaf = chunk.leaf
+    mins, maxs = [], []
+    for st, nulls, defined in zip(stats, levels.nulls, levels.defined):
+        header_nulls = _null_count(st)
+        if header_nulls is None:
+            return "a page header has no null_count"
+        if header_nulls != nulls:
+            return "a page header's null_count differs from its levels"
+        lo, hi = st.get(ST_MIN_VALUE), st.get(ST_MAX_VALUE)
+        if (lo is None or hi is None) and order.kind is Kind.SIGNED:
+            lo, hi = st.get(ST_MIN), st.get(ST_MAX)
+        if defined == 0:
+            lo = hi = None
+        elif not isinstance(lo, bytes) or not isinstance(hi, bytes):
+            return "a page header has no min_value/max_value"
+        mins.append(lo)
+        maxs.append(hi)
+    if order.truncatable:
+        mins = [None if v is None else truncate_min(v, truncate_length, True) for v in mins]
+        maxs = [None if v is None else truncate_max(v, truncate_length, True) for v in maxs]
+    keys_lo = [None if v is None else comparable(leaf, order, v) for v in mins]
+    keys_hi = [None if v is None else comparable(leaf, order, v) for v in maxs]
+    if any(v is None for v, m in zip(keys_lo + keys_hi, mins + maxs) if m is not None):
+        return "a page header's min or max cannot be decoded for this type"
+    return column_index_struct(Bounds(tuple(mins), tuple(maxs), tuple(keys_lo), tuple(keys_hi), None), levels)

@@ -1,0 +1,107 @@
+"""Page index reader: decode existing ColumnIndex and OffsetIndex blocks of a file into views.
+
+Used by inspect, verify and lookup; it works on indexes written by any writer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pageindex.errors import MalformedFileError, PageIndexError
+from pageindex.format.footer import ChunkMeta
+from pageindex.format.thrift import Struct, TList, decode_struct
+from pageindex.io.storage import Source
+
+
+@dataclass(frozen=True)
+class PageLocation:
+    offset: int
+    compressed_page_size: int
+    first_row_index: int
+
+
+@dataclass(frozen=True)
+class OffsetIndexView:
+    pages: tuple[PageLocation, ...]
+    unencoded_byte_array_data_bytes: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class ColumnIndexView:
+    null_pages: tuple[bool, ...]
+    min_values: tuple[bytes, ...]
+    max_values: tuple[bytes, ...]
+    boundary_order: int
+    null_counts: tuple[int, ...] | None
+    repetition_level_histograms: tuple[int, ...] | None
+    definition_level_histograms: tuple[int, ...] | None
+    nan_counts: tuple[int, ...] | None
+
+    def __len__(self) -> int:
+        return len(self.null_pages)
+
+
+UNORDERED_ORDER, ASCENDING_ORDER, DESCENDING_ORDER = 0, 1, 2
+BOUNDARY_ORDER_NAMES = {UNORDERED_ORDER: "UNORDERED", ASCENDING_ORDER: "ASCENDING",
+                        DESCENDING_ORDER: "DESCENDING"}
+
+
+def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
+    value = s.get(field_id)
+    if value is None:
+        return None
+    if not isinstance(value, TList) or not all(isinstance(v, kind) for v in value.items):
+        raise MalformedFileError(f"{what} is not a list of {kind.__name__}")
+    return value.items
+
+
+def _decode_block(source: Source, location: tuple[int, int], what: str) -> Struct:
+    offset, length = location
+    raw = source.read(offset, length, "index")
+    try:
+        block, end = decode_struct(raw)
+    except PageIndexError as err:
+        raise MalformedFileError(f"{what}: {err.reason}", offset=offset) from None
+    if end != len(raw):
+        raise MalformedFileError(f"{what} is {end} bytes, its location says {len(raw)}", offset=offset)
+    return block
+
+
+def read_offset_index(source: Source, chunk: ChunkMeta) -> OffsetIndexView | None:
+    if chunk.offset_index is None:
+        return None
+    try:
+        block = _decode_block(source, chunk.offset_index, "OffsetIndex")
+        raw_pages = _list(block, 1, Struct, "OffsetIndex.page_locations")
+        if raw_pages is None:
+            raise MalformedFileError("OffsetIndex has no page_locations")
+        pages = []
+        for p in raw_pages:
+            fields = (p.get(1), p.get(2), p.get(3))
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in fields):
+                raise MalformedFileError("PageLocation is missing a field")
+            pages.append(PageLocation(*fields))
+        return OffsetIndexView(tuple(pages), _list(block, 2, int, "unencoded_byte_array_data_bytes"))
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+
+
+def read_column_index(source: Source, chunk: ChunkMeta) -> ColumnIndexView | None:
+    if chunk.column_index is None:
+        return None
+    try:
+        block = _decode_block(source, chunk.column_index, "ColumnIndex")
+        null_pages = _list(block, 1, bool, "null_pages")
+        mins = _list(block, 2, bytes, "min_values")
+        maxs = _list(block, 3, bytes, "max_values")
+        order = block.get(4)
+        if null_pages is None or mins is None or maxs is None or not isinstance(order, int):
+            raise MalformedFileError("ColumnIndex misses a required field")
+        if not len(null_pages) == len(mins) == len(maxs):
+            raise MalformedFileError("ColumnIndex lists differ in length")
+        return ColumnIndexView(
+            null_pages, mins, maxs, order, _list(block, 5, int, "null_counts"),
+            _list(block, 6, int, "repetition_level_histograms"),
+            _list(block, 7, int, "definition_level_histograms"), _list(block, 8, int, "nan_counts"),
+        )
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None

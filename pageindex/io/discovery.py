@@ -1,0 +1,151 @@
+"""Discovery: expand the job's inputs (files, directories, globs, URLs) into Parquet candidates.
+
+Hidden and underscore entries are ignored; Delta, Iceberg and Hudi table roots are detected.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from pageindex.errors import StorageError
+from pageindex.io.storage import normalize_url, resolve
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file to process: its URL, size, and where it sits below the input it came from."""
+
+    url: str
+    size: int
+    relative: str  # path below the input root, used to mirror the tree under --output
+
+
+@dataclass(frozen=True)
+class Discovery:
+    files: tuple[InputFile, ...]
+    table_formats: tuple[tuple[str, str], ...]  # (input, "delta" | "iceberg" | "hudi")
+
+
+def filesystem_for(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
+    return resolve(url, None, storage_options)
+
+
+def _with_protocol(fs: Any, path: str, like: str) -> str:
+    if "://" in normalize_url(like):
+        return normalize_url(like).split("://", 1)[0] + "://" + path
+    return path
+
+
+def is_hidden(relative: str) -> bool:
+    """Spark's rule: names starting with "." or "_" (unless a "_col=value" partition) and
+    in-flight "._COPYING_" files are not data: _SUCCESS, .crc, _temporary/, _delta_log/."""
+    return any(_hidden_name(part) for part in relative.split("/") if part)
+
+
+def _hidden_name(name: str) -> bool:
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
+_MARKERS = {"_delta_log": "delta", ".hoodie": "hudi"}
+
+
+def _formats_below(root: str, names: list[str]) -> list[tuple[str, str]]:
+    """Table roots inside a listing: a _delta_log/ or .hoodie/ directory, or Iceberg's
+    metadata/*.metadata.json, found in the files' paths."""
+    found = {}
+    for name in names:
+        parts = name[len(root):].strip("/").split("/")
+        for i, part in enumerate(parts[:-1]):
+            kind = _MARKERS.get(part)
+            if kind is None and part == "metadata" and parts[-1].endswith(".metadata.json") and i == len(parts) - 2:
+                kind = "iceberg"
+            if kind:
+                found.setdefault(posixpath.join(root, *parts[:i]) if i else root.rstrip("/"), kind)
+    return sorted(found.items())
+
+
+def glob_root(path: str) -> str:
+    """The directory above the first glob character: partition folders below it are kept."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return "/".join(parts[:i])
+    return path
+
+
+def list_files(fs: Any, path: str) -> list[str]:
+    """The data files below a directory, in path order, as Spark would see them (no hidden)."""
+    return sorted(_visible(fs.find(path, withdirs=False, detail=True), path))
+
+
+def _visible(entries: dict[str, dict], path: str) -> dict[str, dict]:
+    """The files among a listing of `path` that are not hidden below it (Spark's rule)."""
+    root = path.rstrip("/") + "/"
+    return {name: info for name, info in entries.items()
+            if info.get("type") != "directory"
+            and not is_hidden(name[len(root):] if name.startswith(root) else posixpath.basename(name))}
+
+
+def table_format(fs: Any, path: str) -> str | None:
+    """The table format whose root is `path` or one of its ancestors, if any."""
+    current = path.rstrip("/")
+    while current and current not in ("/", "."):
+        if fs.exists(posixpath.join(current, "_delta_log")):
+            return "delta"
+        if fs.exists(posixpath.join(current, ".hoodie")):
+            return "hudi"
+        if fs.glob(posixpath.join(current, "metadata", "*.metadata.json")):
+            return "iceberg"
+        parent = posixpath.dirname(current)
+        if parent == current or (fs.protocol != "file" and "/" not in current):
+            break
+        current = parent
+    return None
+
+
+def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -> Discovery:
+    storage_options = storage_options or {}
+    files: dict[str, InputFile] = {}
+    formats: list[tuple[str, str]] = []
+    for raw in inputs:
+        fs, path = filesystem_for(raw, storage_options)
+        # A long-lived driver must see the store as it is now, not as an earlier run listed it.
+        fs.invalidate_cache()
+        is_glob = any(c in path for c in "*?[")
+        root = glob_root(path) if is_glob else None
+        matches = fs.glob(path) if is_glob else [path]
+        if is_glob:
+            matches = [m for m in matches if not is_hidden(m[len(root):].strip("/"))]
+        if not matches:
+            raise StorageError("input matches nothing", path=raw)
+        for match in matches:
+            found, below = _expand(fs, match, raw, root)
+            kind = table_format(fs, match if fs.isdir(match) else posixpath.dirname(match))
+            if kind:
+                formats.append((raw, kind))
+            else:
+                formats += [(_with_protocol(fs, where, raw), k) for where, k in below]
+            for f in found:
+                files.setdefault(f.url, f)
+    return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
+
+
+def _expand(fs: Any, path: str, like: str, glob_base: str | None
+            ) -> tuple[list[InputFile], list[tuple[str, str]]]:
+    """The data files under `path` (relative to the glob's base when it came from a glob) and
+    the table-format roots found among them."""
+    try:
+        if not fs.isdir(path):
+            info = fs.info(path)
+            relative = path[len(glob_base):].strip("/") if glob_base else posixpath.basename(path)
+            return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative)], []
+        entries = fs.find(path, withdirs=False, detail=True)
+    except FileNotFoundError:
+        raise StorageError("input does not exist", path=like) from None
+    base = (glob_base if glob_base else path).rstrip("/") + "/"
+    out = []
+    for name, info in _visible(entries, path).items():
+        relative = name[len(base):] if name.startswith(base) else posixpath.basename(name)
+        out.append(InputFile(_with_protocol(fs, name, like), int(info["size"]), relative))
+    return out, _formats_below(path.rstrip("/"), list(entries))

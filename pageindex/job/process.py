@@ -1,0 +1,107 @@
+"""Process one file for the job and describe the outcome as a report record.
+
+Never raises for a bad file: every outcome, including internal errors, becomes a record.
+"""
+from __future__ import annotations
+
+import logging
+import posixpath
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
+from pageindex.io.discovery import InputFile, filesystem_for
+from pageindex.retrofit import retrofit
+
+log = logging.getLogger("pageindex.job.spark")
+
+INDEXED, ALREADY, SKIPPED, CHANGED, FAILED, DRY_RUN = (
+    "indexed", "already_indexed", "skipped", "changed", "failed", "dry_run")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What every executor needs to know; plain data so it pickles to executors."""
+
+    output: str | None = None  # None: in place
+    copy_unchanged: bool = False
+    dry_run: bool = False
+    force: bool = False
+    truncate_length: int = 64
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    stale_temp_seconds: float = 3600.0
+    trust_page_stats: bool = False
+
+
+def output_url(file: InputFile, options: JobOptions) -> str | None:
+    if options.output is None:
+        return None
+    return posixpath.join(options.output.rstrip("/"), file.relative)
+
+
+def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
+    started = time.monotonic()
+    record: dict[str, Any] = {
+        "path": file.url, "output": output_url(file, options), "status": FAILED, "reason": "",
+        "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
+        "chunks_with_column_index": 0, "chunks_without_column_index": 0,
+        "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
+    }
+    try:
+        fs, path = filesystem_for(file.url, options.storage_options)
+        dst_fs, dst = None, None
+        if options.output is not None:
+            dst_fs, dst = filesystem_for(record["output"], options.storage_options)
+        result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
+                          filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
+                          trust_page_stats=options.trust_page_stats,
+                          stale_temp_seconds=options.stale_temp_seconds)
+        record.update(
+            status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
+            row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
+            chunks_with_column_index=sum(c.column_index for c in result.chunks),
+            chunks_without_column_index=sum(not c.column_index for c in result.chunks),
+        )
+        reasons: dict[str, int] = {}
+        for c in result.chunks:
+            if c.reason:
+                reasons[c.reason] = reasons.get(c.reason, 0) + 1
+        record["without_column_index_reasons"] = reasons
+        if result.status == ALREADY and options.copy_unchanged and dst is not None and not options.dry_run:
+            copy_file(file.url, record["output"], options.storage_options)
+    except NotParquetError as err:
+        record.update(status=SKIPPED, reason=err.reason)
+    except ConcurrentModificationError as err:
+        record.update(status=CHANGED, reason=err.reason)
+    except PageIndexError as err:
+        record.update(status=FAILED, reason=f"{type(err).__name__}: {err.message(with_path=False)}")
+    except Exception as err:  # noqa: BLE001 - one bad file must not end the job
+        log.exception("internal error on %s", file.url)
+        record.update(status=FAILED, reason=f"internal error: {type(err).__name__}: {err}")
+    if record["status"] == SKIPPED and options.copy_unchanged and options.output and not options.dry_run:
+        _copy_quietly(file, record, options)
+    record["seconds"] = round(time.monotonic() - started, 6)
+    return record
+
+
+def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) -> None:
+    try:
+        copy_file(file.url, record["output"], options.storage_options)
+    except OSError as err:
+        record["reason"] += f" (copy failed: {err})"
+
+
+def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> None:
+    """Copy a file unchanged, server-side within one filesystem, streamed across two."""
+    src_fs, src = filesystem_for(src_url, storage_options)
+    dst_fs, dst = filesystem_for(dst_url, storage_options)
+    parent = posixpath.dirname(dst)
+    if parent:
+        dst_fs.makedirs(parent, exist_ok=True)
+    if src_fs is dst_fs:
+        src_fs.copy(src, dst)
+        return
+    with src_fs.open(src, "rb") as reader, dst_fs.open(dst, "wb") as writer:
+        shutil.copyfileobj(reader, writer, 8 << 20)

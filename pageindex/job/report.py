@@ -1,0 +1,77 @@
+"""Report: the job's per-file records written as JSON lines or Parquet, and the end summary.
+
+Files and bytes per status, pages indexed, failures grouped by reason, throughput.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pageindex.io.discovery import filesystem_for
+
+STATUSES = ("indexed", "already_indexed", "dry_run", "skipped", "changed", "failed")
+
+
+def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
+    """Parquet when the path ends in .parquet, JSON lines otherwise."""
+    fs, path = filesystem_for(url, storage_options)
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if parent and not fs.exists(parent):
+        fs.makedirs(parent, exist_ok=True)
+    if path.endswith(".parquet"):
+        rows = [{**r, "without_column_index_reasons": json.dumps(r["without_column_index_reasons"],
+                                                                  sort_keys=True)} for r in records]
+        with fs.open(path, "wb") as out:
+            pq.write_table(pa.Table.from_pylist(rows), out)
+        return
+    with fs.open(path, "w") as out:
+        for r in records:
+            out.write(json.dumps(r, sort_keys=True) + "\n")
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"
+
+
+def summary(records: list[dict[str, Any]], seconds: float) -> str:
+    counts = Counter(r["status"] for r in records)
+    sizes: dict[str, int] = defaultdict(int)
+    for r in records:
+        sizes[r["status"]] += r["bytes_in"]
+    lines = [f"pageindex job: {len(records)} files in {seconds:.1f}s"]
+    for status in STATUSES:
+        if counts[status]:
+            lines.append(f"  {status:<16} {counts[status]:>8} files {_size(sizes[status]):>12}")
+    written = [r for r in records if r["status"] in ("indexed", "dry_run")]
+    pages = sum(r["pages"] for r in written)
+    read = sum(r["bytes_read"] for r in records)
+    lines.append(f"  pages indexed    {pages:>8}")
+    lines.append(f"  bytes read       {_size(read):>12}"
+                 f"   throughput {_size(read / seconds if seconds > 0 else 0)}/s")
+    without = Counter()
+    for r in written:
+        without.update(r["without_column_index_reasons"])
+    if without:
+        lines.append("  chunks without ColumnIndex (OffsetIndex only), by reason:")
+        for reason, n in without.most_common():
+            lines.append(f"    {n:>6}  {reason}")
+    failures: dict[str, list[str]] = defaultdict(list)
+    for r in records:
+        if r["status"] in ("failed", "changed"):
+            failures[f"{r['status']}: {r['reason']}"].append(r["path"])
+    if failures:
+        lines.append("  failures by reason:")
+        for reason, paths in sorted(failures.items(), key=lambda kv: -len(kv[1])):
+            lines.append(f"    {len(paths):>6}  {reason}")
+            lines.extend(f"            {p}" for p in paths[:3])
+            if len(paths) > 3:
+                lines.append(f"            … and {len(paths) - 3} more")
+    return "\n".join(lines)

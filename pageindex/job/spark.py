@@ -1,0 +1,196 @@
+"""The Spark batch job: discover files on the driver, retrofit them on executors, report.
+
+`spark-submit jobs/retrofit_job.py ...` or the `pageindex-job` console script (local[*]).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+from pageindex.errors import PageIndexError
+from pageindex.io.discovery import Discovery, discover, filesystem_for
+from pageindex.job.process import FAILED, JobOptions, process_file
+from pageindex.job.report import summary, write_report
+from pageindex.job.tasks import pack, parse_size
+
+log = logging.getLogger("pageindex.job.spark")
+EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A configuration problem: exit code 2, nothing processed."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="retrofit_job", description="Give every Parquet file under the inputs a page index.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", nargs="+", metavar="PATH",
+                     help="files, directories (recursive), globs; local, file://, s3://, s3a://")
+    src.add_argument("--table", metavar="DB.TABLE", help="a catalog table; its location is used")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--in-place", action="store_true", help="replace each file atomically")
+    mode.add_argument("--output", metavar="DIR", help="write indexed files here, mirroring the input tree")
+    p.add_argument("--copy-unchanged", action="store_true",
+                   help="with --output: also copy files that need no change")
+    p.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
+    p.add_argument("--force", action="store_true", help="rebuild indexes that already exist")
+    p.add_argument("--truncate-length", type=int, default=64, metavar="N")
+    p.add_argument("--trust-page-stats", action="store_true",
+                   help="build bounds from page-header statistics where trustworthy (faster)")
+    p.add_argument("--target-task-bytes", default="256m", metavar="SIZE",
+                   help="bytes per Spark task (default 256m); larger files get a task each")
+    p.add_argument("--max-failures", type=int, default=0, metavar="N",
+                   help="exit 1 when more than N files fail (default 0)")
+    p.add_argument("--report", metavar="PATH", help="per-file report: .parquet or JSON lines")
+    p.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint")
+    p.add_argument("--progress-seconds", type=float, default=30.0, metavar="N")
+    p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
+                   help="remove temporaries of dead attempts older than this (default 3600)")
+    return p
+
+
+def storage_options(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.s3_endpoint_url:
+        return {}
+    return {"client_kwargs": {"endpoint_url": args.s3_endpoint_url}}
+
+
+def table_location(spark: Any, name: str) -> tuple[str, str | None]:
+    """A catalog table's location and provider (e.g. parquet, hive, delta, iceberg)."""
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    info = {r[0].strip(): (r[1] or "").strip() for r in rows if r[0]}
+    if "Location" not in info:
+        raise UsageError(f"table {name} has no location in the catalog")
+    return info["Location"], info.get("Provider")
+
+
+def check_modes(args: argparse.Namespace, found: Discovery, provider: str | None) -> None:
+    formats = list(found.table_formats)
+    if provider and provider.lower() in ("delta", "iceberg", "hudi"):
+        formats.append((args.table, provider.lower()))
+    if args.in_place and formats:
+        where, kind = formats[0]
+        raise UsageError(
+            f"{where} is (or holds) a {kind} table; {kind} records each data file's size, so "
+            "changing files in place would corrupt the table. Use --output to write indexed copies.")
+    if args.output:
+        relatives = [f.relative for f in found.files]
+        if len(set(relatives)) != len(relatives):
+            raise UsageError("the inputs hold files with the same path below their input roots; "
+                             "--output cannot mirror them into one tree (give one common parent)")
+
+
+def _progress(sc: Any, done: Any, total: int, every: float, stop: threading.Event) -> None:
+    """Periodic log lines next to Spark's own progress bar (which batch logs often lose)."""
+    while not stop.wait(every):
+        tracker = sc.statusTracker()
+        stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+        running = sum(s.numActiveTasks for s in stages if s)
+        log.warning("progress: %d/%d files done, %d task(s) running", done.value, total, running)
+
+
+def run(args: argparse.Namespace, spark: Any) -> int:
+    started = time.monotonic()
+    options = storage_options(args)
+    provider = None
+    inputs = args.input
+    if args.table:
+        location, provider = table_location(spark, args.table)
+        inputs = [location]
+    found = discover(inputs, options)
+    check_modes(args, found, provider)
+    files = list(found.files)
+    log.warning("found %d files (%d bytes) under %d input(s)", len(files),
+                sum(f.size for f in files), len(inputs))
+    job_options = JobOptions(
+        output=args.output, copy_unchanged=args.copy_unchanged, dry_run=args.dry_run,
+        force=args.force, truncate_length=args.truncate_length, storage_options=options,
+        stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
+    )
+    records = _run_on_spark(spark, files, job_options, parse_size(args.target_task_bytes),
+                            args.progress_seconds) if files else []
+    seconds = time.monotonic() - started
+    if args.report:
+        write_report(records, args.report, options)
+    print(summary(records, seconds), flush=True)
+    failed = sum(r["status"] == FAILED for r in records)
+    return EXIT_FAILURES if failed > args.max_failures else EXIT_OK
+
+
+def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
+                  progress_seconds: float) -> list[dict[str, Any]]:
+    sc = spark.sparkContext
+    # A small dataset still spreads over every core the cluster offers.
+    spread = -(-sum(f.size for f in files) // max(1, sc.defaultParallelism))
+    tasks = pack(files, max(1, min(target, spread)))
+    done = sc.accumulator(0)
+
+    def run_task(task: list) -> list[dict[str, Any]]:
+        out = []
+        for f in task:
+            out.append(process_file(f, options))
+            done.add(1)
+        return out
+
+    stop = threading.Event()
+    ticker = threading.Thread(target=_progress, args=(sc, done, len(files), progress_seconds, stop),
+                              daemon=True)
+    ticker.start()
+    try:
+        sc.setJobDescription(f"pageindex: {len(files)} files in {len(tasks)} tasks")
+        records = sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
+    finally:
+        stop.set()
+    return sorted(records, key=lambda r: r["path"])
+
+
+def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | None = "local[*]") -> int:
+    """Entry point; `spark` may be given (tests, notebooks), else one is created or reused."""
+    logging.basicConfig(level=logging.WARNING, format="[pageindex] %(message)s")
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exit_:
+        return EXIT_USAGE if exit_.code else EXIT_OK
+    if args.truncate_length < 1 or args.max_failures < 0:
+        print("error: --truncate-length must be >= 1 and --max-failures >= 0", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        parse_size(args.target_task_bytes)
+        if args.output:
+            filesystem_for(args.output, storage_options(args))
+    except (ValueError, OverflowError, ImportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        if master and master.startswith("local"):
+            # Local workers must run this interpreter, the one with pageindex's dependencies.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+        builder = SparkSession.builder.appName("pageindex-retrofit")
+        if master:
+            builder = builder.master(master)
+        spark = builder.getOrCreate()
+    try:
+        return run(args, spark)
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except PageIndexError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportError as err:
+        print(f"error: a filesystem needs a package that is not installed: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as err:  # noqa: BLE001 - Spark reports executor failures as Py4J errors
+        if type(err).__module__.startswith(("py4j", "pyspark")):
+            print(f"error: the Spark job failed: {str(err).strip().splitlines()[-1]}", file=sys.stderr)
+            return EXIT_FAILURES
+        raise

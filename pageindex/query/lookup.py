@@ -1,0 +1,616 @@
+"""Lookup: a page-skipping reader that prunes row groups by statistics and pages by the
+ColumnIndex, then fetches and decodes only the pages of each column that can hold matching rows.
+"""
+from __future__ import annotations
+
+import bisect
+import struct
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation, localcontext
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.format.bounds import comparable
+from pageindex.format.column_order import LT, Kind, Order, order_for
+from pageindex.format.footer import MAGIC, ChunkMeta, F, Footer, read_footer
+from pageindex.format.schema import PT, SE, Leaf, element_name
+from pageindex.format.thrift import Struct, encode_struct
+from pageindex.index.reader import (
+    ASCENDING_ORDER,
+    DESCENDING_ORDER,
+    ColumnIndexView,
+    OffsetIndexView,
+    read_column_index,
+    read_offset_index,
+)
+from pageindex.io.discovery import filesystem_for, list_files
+from pageindex.io.storage import Source, normalize_url, open_source
+from pageindex.query.predicate import Condition, PredicateError, _Decimalish, parse
+from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
+from pageindex.scan.values import decode, synthesize
+
+FOOTER_TAIL = 16 << 10
+Ranges = list[tuple[int, int]]  # sorted, disjoint, half-open row ranges within a row group
+
+
+@dataclass
+class ColumnIO:
+    """Pages of one column: how many were fetched and decoded, of how many in the chunks read."""
+
+    pages_read: int = 0
+    pages_total: int = 0
+    bytes_read: int = 0
+
+
+@dataclass
+class LookupStats:
+    files: int = 0
+    row_groups: int = 0
+    row_groups_read: int = 0
+    requests: int = 0
+    bytes_read: int = 0
+    bytes_by_purpose: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, ColumnIO] = field(default_factory=dict)
+    reads: list[tuple[str, int, int, str]] = field(default_factory=list)  # path, offset, len, purpose
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files, "row_groups": self.row_groups,
+            "row_groups_read": self.row_groups_read, "requests": self.requests,
+            "bytes_read": self.bytes_read, "bytes_by_purpose": dict(self.bytes_by_purpose),
+            "columns": {k: v.__dict__ for k, v in self.columns.items()},
+        }
+
+
+def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[str] | None = None,
+           filesystem: Any = None, coalesce_gap: int = 0) -> tuple[pa.Table, LookupStats]:
+    """Rows of `path` (a file or a directory of files) matching `where`, and the I/O it took."""
+    conditions = parse(where)
+    stats = LookupStats()
+    if filesystem is None:
+        filesystem, inner = filesystem_for(path, {})
+    else:
+        inner = normalize_url(path).split("://", 1)[-1]
+    targets = list_files(filesystem, inner) if filesystem.isdir(inner) else [inner]
+    tables = []
+    for target in targets:
+        with open_source(target, filesystem) as source:
+            tables.append(_lookup_file(source, conditions, columns, stats, coalesce_gap))
+            stats.files += 1
+            stats.requests += source.stats.requests
+            stats.bytes_read += source.stats.bytes_read
+            for offset, length, purpose in source.stats.ranges:
+                stats.bytes_by_purpose[purpose] = stats.bytes_by_purpose.get(purpose, 0) + length
+                stats.reads.append((source.path, offset, length, purpose))
+    if not tables:
+        raise PredicateError("no Parquet files found", path=path)
+    if not tables[0].num_columns:  # concatenating tables of no columns would lose their rows
+        return _no_columns(sum(t.num_rows for t in tables), tables[0].schema.metadata), stats
+    return pa.concat_tables(tables, promote_options="default"), stats
+
+
+def _no_columns(rows: int, metadata: dict | None) -> pa.Table:
+    """A table of no columns but `rows` rows (pyarrow keeps the count only through select)."""
+    return pa.table({"": pa.nulls(rows)}).replace_schema_metadata(metadata).select([])
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    elements: tuple[Struct, ...]  # the field's schema subtree, depth first
+    leaves: tuple[Leaf, ...]
+    arrow_type: pa.DataType
+
+
+def _fields(footer: Footer, schema: pa.Schema) -> dict[str, _Field]:
+    """Top-level fields with their schema subtrees (children counted as schema.leaves_of does)."""
+    items = footer.metadata.get(F.FMD_SCHEMA).items
+    by_name: dict[str, list[Leaf]] = {}
+    for leaf in footer.leaves:
+        by_name.setdefault(leaf.path[0], []).append(leaf)
+    out, pos = {}, 1
+    for _ in range(items[0].get(SE.NUM_CHILDREN)):
+        start, pending = pos, 1
+        while pending:
+            children = items[pos].get(SE.NUM_CHILDREN)
+            pending += (children if isinstance(children, int) and children > 0 else 0) - 1
+            pos += 1
+        name = element_name(items[start])
+        arrow_type = schema.field(name).type if name in schema.names else None
+        out[name] = _Field(name, tuple(items[start:pos]), tuple(by_name.get(name, ())), arrow_type)
+    return out
+
+
+def _arrow_schema(footer: Footer) -> pa.Schema:
+    """The schema pyarrow would give the file (ARROW:schema applied), from our validated footer."""
+    raw = encode_struct(footer.metadata)
+    buf = MAGIC + raw + struct.pack("<I", len(raw)) + MAGIC
+    try:
+        return pq.ParquetFile(pa.BufferReader(buf)).schema_arrow
+    except (OSError, pa.ArrowException) as err:
+        raise UnsupportedFileError(f"pyarrow cannot map this schema: {err}") from None
+
+
+def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[str] | None,
+                 stats: LookupStats, gap: int) -> pa.Table:
+    footer = read_footer(source, FOOTER_TAIL, check_head=False)
+    schema = _arrow_schema(footer)
+    fields = _fields(footer, schema)
+    wanted = list(columns) if columns is not None else list(fields)
+    for name in wanted:
+        if name not in fields:
+            raise PredicateError(f"no column {name!r} (columns: {', '.join(fields)})", path=source.path)
+    plans = [_plan(c, fields, footer) for c in conditions]
+    needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
+    out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
+    created_by = footer.created_by_raw
+    pieces = []
+    for rg, rows in enumerate(footer.row_group_rows):
+        stats.row_groups += 1
+        ranges: Ranges = [(0, rows)] if rows else []
+        indexes: dict[int, tuple[OffsetIndexView | None, ColumnIndexView | None]] = {}
+        for plan in plans:
+            chunk = footer.chunks[rg][plan.leaf.index]
+            if not plan.chunk_may_match(footer, chunk):
+                ranges = []
+                break
+            oi, ci = read_offset_index(source, chunk), read_column_index(source, chunk)
+            indexes[plan.leaf.index] = (oi, ci)
+            if oi is not None and ci is not None and _usable(ci, oi, plan.leaf):
+                ranges = _intersect(ranges, plan.page_ranges(ci, oi, rows))
+            if not ranges:
+                break
+        if not ranges:
+            continue
+        stats.row_groups_read += 1
+        arrays = {}
+        for name in needed:
+            arrays[name] = _read_field(source, footer, fields[name], rg, ranges, indexes, stats,
+                                       created_by, gap)
+        table = pa.table(arrays)
+        pieces.append(table.filter(_exact_filter(table, plans)))
+    if not pieces:
+        return out_schema.empty_table()
+    # Selected after concatenating: a table of no columns keeps its row count only until then.
+    return _conform(pa.concat_tables(pieces).select(wanted), out_schema)
+
+
+def _usable(ci: ColumnIndexView, oi: OffsetIndexView, leaf: Leaf) -> bool:
+    """Whether a ColumnIndex (from any writer) is self-consistent enough to prune with. Some
+    writers marked pages null with null count -1 on required columns: such an index is ignored."""
+    if len(ci) != len(oi.pages) or len(ci.min_values) != len(ci) or len(ci.max_values) != len(ci):
+        return False
+    if ci.null_counts is not None and (len(ci.null_counts) != len(ci) or min(ci.null_counts, default=0) < 0):
+        return False
+    if any(ci.null_pages) and leaf.max_def == 0:
+        return False
+    return ci.null_counts is None or all(n > 0 for n, null in zip(ci.null_counts, ci.null_pages) if null)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The types, nullability and metadata pyarrow gives the file (its ARROW:schema, if any)."""
+    if not schema.names:
+        return _no_columns(table.num_rows, schema.metadata)
+    columns, fields = [], []
+    for target in schema:
+        column = table.column(target.name)
+        try:
+            column = column.cast(target.type) if column.type != target.type else column
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            target = target.with_type(column.type)
+        columns.append(column)
+        fields.append(target)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=schema.metadata))
+
+
+# ---------------------------------------------------------------- predicates on one column
+
+@dataclass(frozen=True)
+class _Plan:
+    cond: Condition
+    field: _Field
+    leaf: Leaf
+    order: Order
+    literals: tuple[pa.Scalar, ...]
+    keys: tuple[Any, ...] | None  # comparable keys of the literals, None: cannot prune
+
+    def chunk_may_match(self, footer: Footer, chunk: ChunkMeta) -> bool:
+        """Row-group pruning by the chunk's Statistics (min/max, null count) when trustworthy."""
+        stats = _chunk_statistics(footer, chunk)
+        if stats is None:
+            return True
+        nulls = stats.get(3)
+        rows = footer.row_group_rows[chunk.row_group]
+        op = self.cond.op
+        if op == "is_null":
+            return not (isinstance(nulls, int) and nulls == 0)
+        if op == "is_not_null":
+            return not (isinstance(nulls, int) and nulls >= rows and self.leaf.max_rep == 0)
+        if self.keys is None or (op == "!=" and self.order.kind is Kind.FLOAT):
+            return True
+        raw_lo, raw_hi = stats.get(6), stats.get(5)
+        # The deprecated min/max (fields 2/1) are signed: only valid where that is the order.
+        if (raw_lo is None or raw_hi is None) and self.order.kind in (Kind.SIGNED, Kind.BOOLEAN):
+            raw_lo, raw_hi = stats.get(2), stats.get(1)
+        if not isinstance(raw_lo, bytes) or not isinstance(raw_hi, bytes):
+            return True
+        lo, hi = comparable(self.leaf, self.order, raw_lo), comparable(self.leaf, self.order, raw_hi)
+        if lo is None or hi is None or lo != lo or hi != hi:
+            return True
+        return _may_match(self, lo, hi)
+
+    def page_ranges(self, ci: ColumnIndexView, oi: OffsetIndexView, rows: int) -> Ranges:
+        pages = _matching_pages(self, ci)
+        starts = [p.first_row_index for p in oi.pages] + [rows]
+        return _merge([(starts[i], starts[i + 1]) for i in pages if starts[i] < starts[i + 1]])
+
+
+def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
+    f = fields.get(cond.column)
+    if f is None:
+        raise PredicateError(f"no column {cond.column!r} to filter on")
+    if len(f.leaves) != 1 or len(f.leaves[0].path) != 1 or f.leaves[0].max_rep > 0:
+        raise PredicateError(f"column {cond.column!r} is nested; only primitive top-level columns can be filtered")
+    leaf = f.leaves[0]
+    order = order_for(leaf, footer.declared_order(leaf.index))
+    literals = tuple(_arrow_literal(v, f.arrow_type, cond.column) for v in cond.values)
+    keys = None
+    if order.indexable:
+        try:
+            keys = tuple(_key(leaf, order, lit) for lit in literals)
+        except (ValueError, TypeError, OverflowError, InvalidOperation, pa.ArrowException):
+            keys = None
+    return _Plan(cond, f, leaf, order, literals, keys)
+
+
+def _arrow_literal(value: Any, typ: pa.DataType, column: str) -> pa.Scalar:
+    """The literal as a scalar comparable with the column, or a PredicateError when its type
+    does not fit the column (a number for a string column, text for a boolean, ...)."""
+    base = typ.value_type if pa.types.is_dictionary(typ) else typ
+    try:
+        with localcontext() as ctx:
+            ctx.prec = 200  # decimal literals of up to 76 digits stay exact
+            scalar = _literal_for(value, base)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError,
+            OverflowError, InvalidOperation) as err:
+        raise PredicateError(f"value {value!r} does not fit column {column!r} of type {typ}: {err}") from None
+    if scalar is None:
+        raise PredicateError(f"value {value!r} does not fit column {column!r} of type {typ}")
+    return scalar
+
+
+def _literal_for(value: Any, base: pa.DataType) -> pa.Scalar | None:
+    numeric = isinstance(value, (int, float, Decimal, _Decimalish)) and not isinstance(value, bool)
+    if pa.types.is_string(base) or pa.types.is_large_string(base) or pa.types.is_string_view(base):
+        return pa.scalar(value, base) if isinstance(value, str) and not isinstance(value, _Decimalish) else None
+    if pa.types.is_binary(base) or pa.types.is_large_binary(base) or pa.types.is_fixed_size_binary(base) \
+            or pa.types.is_binary_view(base):
+        if isinstance(value, str) and not isinstance(value, _Decimalish):
+            value = value.encode()
+        return pa.scalar(value, base) if isinstance(value, bytes) else None
+    if pa.types.is_boolean(base):
+        return pa.scalar(value, base) if isinstance(value, bool) else None
+    if pa.types.is_integer(base):
+        if not numeric:
+            return None
+        number = Decimal(value) if isinstance(value, (_Decimalish, float)) else value
+        if isinstance(number, Decimal) and number != number.to_integral_value():
+            return pa.scalar(float(number))  # compares as a number, matches no integer exactly
+        number = int(number)
+        try:
+            return pa.scalar(number, base)
+        except (pa.ArrowInvalid, OverflowError):
+            # Outside the column's type (int8 < 1000): compare in a wider integer type.
+            return pa.scalar(number, pa.uint64() if number > 0 else pa.int64())
+    if pa.types.is_floating(base):
+        if not numeric:
+            return None
+        # float16 is compared as float32 (pyarrow has no float16 kernels)
+        return pa.scalar(float(Decimal(value) if isinstance(value, _Decimalish) else value),
+                         pa.float32() if base == pa.float16() else base)
+    if pa.types.is_decimal(base):
+        if not numeric and not isinstance(value, str):
+            return None
+        return pa.scalar(Decimal(str(value)))
+    if pa.types.is_temporal(base):
+        if isinstance(value, str) and not isinstance(value, _Decimalish):
+            return pa.scalar(value).cast(base)
+        if numeric or isinstance(value, bool):
+            return None
+        return pa.scalar(value).cast(base)
+    return pa.scalar(value).cast(base)
+
+
+_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+
+
+def _key(leaf: Leaf, order: Order, literal: pa.Scalar) -> tuple[Any, Any]:
+    """The literal as (low, high) keys in the domain of bounds.comparable() for this column:
+    equal, except a float zero under IEEE_754_TOTAL_ORDER, which stands for -0.0 and +0.0."""
+    kind = order.kind
+    logical = leaf.logical_type.fields[0].value if leaf.logical_type and leaf.logical_type.fields else None
+    if pa.types.is_temporal(literal.type):
+        if pa.types.is_date(literal.type):
+            key = literal.cast(pa.date32()).cast(pa.int32()).as_py()
+        else:
+            unit = _parquet_unit(leaf, logical)
+            if pa.types.is_timestamp(literal.type):
+                target = pa.timestamp(unit, literal.type.tz)
+            else:
+                target = pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
+            key = literal.cast(target, safe=False).cast(pa.int64()).as_py()
+        return key, key
+    value = literal.as_py()
+    if kind is Kind.BOOLEAN:
+        return bool(value), bool(value)
+    if kind is Kind.BYTES:
+        key = value.encode() if isinstance(value, str) else bytes(value)
+        return key, key
+    if kind is Kind.FLOAT:
+        if not order.total_order:
+            return float(value), float(value)
+        keys = [comparable(leaf, order, _pack_float(leaf, v)) for v in ((-0.0, 0.0) if value == 0 else (value, value))]
+        return keys[0], keys[1]
+    if leaf.logical_id == LT.DECIMAL or kind is Kind.DECIMAL_BYTES or leaf.converted_type == 5:
+        scale = (logical.get(1) if logical is not None else leaf.scale) or 0
+        key = Fraction(Decimal(str(value))) * 10 ** scale
+        return key, key
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        key = Fraction(value) if isinstance(value, Decimal) else value
+        return key, key
+    raise ValueError(f"cannot compare {value!r} with the column's bounds")
+
+
+def _pack_float(leaf: Leaf, value: float) -> bytes:
+    if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        return np.array([value], "<f2").tobytes()
+    return struct.pack("<f" if leaf.physical_type == PT.FLOAT else "<d", float(value))
+
+
+def _parquet_unit(leaf: Leaf, logical: Any) -> str:
+    if logical is not None and logical.get(2) is not None and logical.get(2).fields:
+        return {1: "ms", 2: "us", 3: "ns"}[logical.get(2).fields[0].id]
+    return {9: "ms", 10: "us", 7: "ms", 8: "us"}.get(leaf.converted_type, "ms")
+
+
+def _may_match(plan: _Plan, lo: Any, hi: Any) -> bool:
+    """Whether values within [lo, hi] can satisfy the condition (keys are (low, high) pairs)."""
+    op, keys = plan.cond.op, plan.keys
+    try:
+        if op == "=":
+            return lo <= keys[0][1] and hi >= keys[0][0]
+        if op == "!=":
+            return not (lo == hi == keys[0][0] == keys[0][1])
+        if op == "<":
+            return lo < keys[0][0]
+        if op == "<=":
+            return lo <= keys[0][1]
+        if op == ">":
+            return hi > keys[0][1]
+        if op == ">=":
+            return hi >= keys[0][0]
+        if op == "between":
+            return hi >= keys[0][0] and lo <= keys[1][1]
+        if op == "in":
+            return any(lo <= k[1] and hi >= k[0] for k in keys)
+    except TypeError:
+        return True
+    return True
+
+
+def _matching_pages(plan: _Plan, ci: ColumnIndexView) -> list[int]:
+    """Indices of pages that may hold matching rows."""
+    n = len(ci)
+    op = plan.cond.op
+    if op == "is_null":
+        if ci.null_counts is None:
+            return list(range(n))
+        return [i for i in range(n) if ci.null_pages[i] or ci.null_counts[i] > 0]
+    if op == "is_not_null":
+        return [i for i in range(n) if not ci.null_pages[i]]
+    non_null = [i for i in range(n) if not ci.null_pages[i]]
+    if plan.keys is None or (op == "!=" and plan.order.kind is Kind.FLOAT and ci.nan_counts is None):
+        return non_null
+    if op == "!=" and ci.nan_counts is not None:
+        # NaN != x holds, and NaN lies outside a total-order page's bounds: keep pages with NaN.
+        with_nan = {i for i in non_null if ci.nan_counts[i] > 0}
+        return [i for i in non_null if i in with_nan or not _all_equal(plan, ci, i)]
+    lows = [comparable(plan.leaf, plan.order, ci.min_values[i]) for i in non_null]
+    highs = [comparable(plan.leaf, plan.order, ci.max_values[i]) for i in non_null]
+    if any(v is None or v != v for v in lows + highs):
+        return non_null
+    if ci.boundary_order in (ASCENDING_ORDER, DESCENDING_ORDER) and op in _RANGE_OPS:
+        return _ordered_pages(plan, non_null, lows, highs, ci.boundary_order)
+    return [i for i, lo, hi in zip(non_null, lows, highs) if _may_match(plan, lo, hi)]
+
+
+_RANGE_OPS = ("=", "<", "<=", ">", ">=", "between")
+
+
+def _all_equal(plan: _Plan, ci: ColumnIndexView, page: int) -> bool:
+    lo = comparable(plan.leaf, plan.order, ci.min_values[page])
+    hi = comparable(plan.leaf, plan.order, ci.max_values[page])
+    return lo == hi == plan.keys[0][0] == plan.keys[0][1]
+
+
+def _ordered_pages(plan: _Plan, pages: list[int], lows: list, highs: list, order: int) -> list[int]:
+    """Binary search: with bounds sorted, the pages that may match form one contiguous run."""
+    op, keys = plan.cond.op, plan.keys
+    lower = {"=": keys[0][0], ">": keys[0][1], ">=": keys[0][0], "between": keys[0][0]}.get(op)
+    upper = {"=": keys[0][1], "<": keys[0][0], "<=": keys[0][1], "between": keys[-1][1]}.get(op)
+    if order == DESCENDING_ORDER:
+        pages, lows, highs = pages[::-1], lows[::-1], highs[::-1]
+    first, last = 0, len(pages)
+    if lower is not None:  # need max >= lower (max > lower for '>')
+        first = (bisect.bisect_right if op == ">" else bisect.bisect_left)(highs, lower)
+    if upper is not None:  # need min <= upper (min < upper for '<')
+        last = (bisect.bisect_left if op == "<" else bisect.bisect_right)(lows, upper)
+    chosen = pages[first:last] if first < last else []
+    return sorted(chosen)
+
+
+def _chunk_statistics(footer: Footer, chunk: ChunkMeta) -> Struct | None:
+    group = footer.metadata.get(F.FMD_ROW_GROUPS).items[chunk.row_group]
+    meta = group.get(F.RG_COLUMNS).items[chunk.column].get(F.CC_META)
+    stats = meta.get(12)
+    return stats if isinstance(stats, Struct) else None
+
+
+# ---------------------------------------------------------------- row ranges
+
+def _merge(ranges: Ranges) -> Ranges:
+    out: Ranges = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _positions(covered: Ranges, wanted: Ranges) -> np.ndarray:
+    """Positions, within the concatenation of `covered` rows, of every row in `wanted` (both
+    sorted and disjoint; every wanted row lies in a covered range). One merge pass."""
+    out = []
+    i, base = 0, 0
+    for start, end in wanted:
+        while i < len(covered) and covered[i][1] <= start:
+            base += covered[i][1] - covered[i][0]
+            i += 1
+        j, j_base = i, base
+        while j < len(covered) and covered[j][0] < end:
+            lo, hi = max(start, covered[j][0]), min(end, covered[j][1])
+            if lo < hi:
+                out.append(np.arange(j_base + lo - covered[j][0], j_base + hi - covered[j][0], dtype=np.int64))
+            j_base += covered[j][1] - covered[j][0]
+            j += 1
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- reading columns
+
+def _read_field(source: Source, footer: Footer, f: _Field, rg: int, ranges: Ranges,
+                indexes: dict, stats: LookupStats, created_by: bytes | None, gap: int) -> pa.ChunkedArray:
+    rows = footer.row_group_rows[rg]
+    chunks = [footer.chunks[rg][leaf.index] for leaf in f.leaves]
+    io = stats.columns.setdefault(f.name, ColumnIO())
+    if len(chunks) == 1:
+        chunk = chunks[0]
+        oi = indexes[chunk.column][0] if chunk.column in indexes else read_offset_index(source, chunk)
+        if oi is not None and oi.pages and _locations_valid(oi, chunk):
+            pages, covered = _fetch_pages(source, chunk, oi, ranges, rows, gap, io)
+            num = sum(end - start for start, end in covered)
+            array = decode(synthesize([f.elements], [(chunk, pages)], num, created_by), num)
+            return array.take(_positions(covered, ranges))
+    parts = []
+    for chunk in chunks:
+        walked = walk_chunk(source, chunk, footer.footer_start, verify_crc=False)
+        io.pages_read += len(walked.pages)
+        io.pages_total += len(walked.pages)
+        io.bytes_read += len(walked.data)
+        parts.append((chunk, walked))
+    array = decode(synthesize([f.elements], parts, rows, created_by), rows)
+    return array.take(_positions([(0, rows)], ranges))
+
+
+def _locations_valid(oi: OffsetIndexView, chunk: ChunkMeta) -> bool:
+    firsts = [p.first_row_index for p in oi.pages]
+    return firsts[0] == 0 and all(a < b for a, b in zip(firsts, firsts[1:])) and all(
+        p.offset >= chunk.start and p.compressed_page_size > 0 for p in oi.pages)
+
+
+def _fetch_pages(source: Source, chunk: ChunkMeta, oi: OffsetIndexView, ranges: Ranges,
+                 rows: int, gap: int, io: ColumnIO) -> tuple[ChunkPages, Ranges]:
+    starts = [p.first_row_index for p in oi.pages] + [rows]
+    chosen = [i for i in range(len(oi.pages))
+              if _intersect([(starts[i], starts[i + 1])], ranges)]
+    wanted: list[tuple[int, int, str]] = []
+    first_page = oi.pages[0].offset
+    if chunk.start < first_page:  # a dictionary page precedes the data pages
+        wanted.append((chunk.start, first_page - chunk.start, "dictionary"))
+    wanted += [(oi.pages[i].offset, oi.pages[i].compressed_page_size, "data") for i in chosen]
+    blobs = _read_coalesced(source, wanted, gap)
+    io.pages_read += len(chosen)
+    io.pages_total += len(oi.pages)
+    io.bytes_read += sum(len(b) for b in blobs)
+    data = b"".join(blobs)
+    dictionary, pages, pos = None, [], 0
+    for (offset, length, purpose), blob in zip(wanted, blobs):
+        page = read_page_header(data, pos, pos)
+        if purpose == "dictionary":
+            if page.kind != 2:
+                raise MalformedFileError("the bytes before the first indexed page are not a dictionary page",
+                                         path=source.path, offset=offset)
+            dictionary = page
+        else:
+            pages.append(page)
+        pos += len(blob)
+    covered = _merge([(starts[i], starts[i + 1]) for i in chosen])
+    return ChunkPages(0, data, dictionary, tuple(pages), False), covered
+
+
+def _read_coalesced(source: Source, wanted: list[tuple[int, int, str]], gap: int) -> list[bytes]:
+    """Each wanted range's bytes; ranges closer than `gap` bytes are fetched in one request."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(wanted):
+        j = i
+        while j + 1 < len(wanted) and wanted[j + 1][0] - (wanted[j][0] + wanted[j][1]) <= gap \
+                and wanted[j + 1][0] >= wanted[j][0] + wanted[j][1]:
+            j += 1
+        start = wanted[i][0]
+        end = wanted[j][0] + wanted[j][1]
+        purposes = {w[2] for w in wanted[i : j + 1]}
+        blob = source.read(start, end - start, "data" if "data" in purposes else purposes.pop())
+        if len(blob) != end - start:
+            raise MalformedFileError("page index points past the end of the file", path=source.path, offset=start)
+        out.extend(blob[w[0] - start : w[0] - start + w[1]] for w in wanted[i : j + 1])
+        i = j + 1
+    return out
+
+
+def _exact_filter(table: pa.Table, plans: list[_Plan]) -> pa.ChunkedArray:
+    """The predicate applied to decoded rows: nulls never match, comparisons are IEEE (NaN
+    matches only !=), IN is the OR of its equalities."""
+    mask = None
+    for plan in plans:
+        column = table.column(plan.field.name)
+        if column.type == pa.float16():
+            column = column.cast(pa.float32())
+        op, lits = plan.cond.op, plan.literals
+        if op == "is_null":
+            m = pc.is_null(column)
+        elif op == "is_not_null":
+            m = pc.is_valid(column)
+        elif op == "between":
+            m = pc.and_(pc.greater_equal(column, lits[0]), pc.less_equal(column, lits[1]))
+        elif op == "in":
+            m = pc.equal(column, lits[0])
+            for lit in lits[1:]:
+                m = pc.or_(m, pc.equal(column, lit))
+        else:
+            fn = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+                  ">": pc.greater, ">=": pc.greater_equal}[op]
+            m = fn(column, lits[0])
+        m = pc.fill_null(m, False)
+        mask = m if mask is None else pc.and_(mask, m)
+    return mask

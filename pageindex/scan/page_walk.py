@@ -1,0 +1,262 @@
+"""Page walk: read a column chunk and list its pages from the page headers, validating each one.
+
+Handles writer quirks (dictionary offset 0, undersized chunk metadata) and verifies page CRCs.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, replace
+
+from pageindex.errors import MalformedFileError, PageIndexError, ThriftTruncatedError
+from pageindex.format.footer import ChunkMeta
+from pageindex.format.thrift import Struct, decode_struct
+from pageindex.io.storage import Source, StoredRange
+
+DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
+PLAIN, PLAIN_DICTIONARY, RLE, BIT_PACKED, RLE_DICTIONARY = 0, 2, 3, 4, 8
+# One page may not claim more than this many uncompressed bytes (guards allocation).
+MAX_PAGE_BYTES = 1 << 31
+# A windowed walk moves its window on when fewer bytes than this are left for the next page
+# header (headers carry statistics, so they are not all small, but are rarely bigger).
+HEADER_ROOM = 64 << 10
+
+
+class PH:
+    """PageHeader and nested header field ids."""
+
+    TYPE, UNCOMPRESSED, COMPRESSED, CRC = 1, 2, 3, 4
+    DATA_V1, DICT, DATA_V2 = 5, 7, 8
+    V1_NUM_VALUES, V1_ENCODING, V1_DEF_ENCODING, V1_REP_ENCODING, V1_STATS = 1, 2, 3, 4, 5
+    V2_NUM_VALUES, V2_NUM_NULLS, V2_NUM_ROWS, V2_ENCODING = 1, 2, 3, 4
+    V2_DEF_LEN, V2_REP_LEN, V2_IS_COMPRESSED, V2_STATS = 5, 6, 7, 8
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a chunk: where it is and what its header says."""
+
+    kind: int
+    offset: int  # absolute file offset of the page header
+    header_size: int
+    compressed_size: int
+    uncompressed_size: int
+    num_values: int  # level entries (data pages) or dictionary entries
+    num_rows: int | None  # v2 only
+    num_nulls: int | None  # v2 only
+    def_levels_size: int  # v2 only: bytes of definition levels, stored uncompressed
+    rep_levels_size: int
+    is_compressed: bool
+    header: Struct
+
+    @property
+    def size(self) -> int:
+        return self.header_size + self.compressed_size
+
+    @property
+    def is_data(self) -> bool:
+        return self.kind in (DATA_PAGE, DATA_PAGE_V2)
+
+    @property
+    def value_encoding(self) -> int | None:
+        """A data page's value encoding as its header states it (None for other pages)."""
+        if self.kind == DATA_PAGE:
+            return self.header.get(PH.DATA_V1).get(PH.V1_ENCODING)
+        if self.kind == DATA_PAGE_V2:
+            return self.header.get(PH.DATA_V2).get(PH.V2_ENCODING)
+        return None
+
+
+@dataclass(frozen=True)
+class ChunkPages:
+    """A chunk's bytes and the pages found in them."""
+
+    start: int  # absolute file offset of `data[0]`
+    data: bytes | memoryview | StoredRange  # a StoredRange once left on storage (see `stored`)
+    dictionary: Page | None
+    pages: tuple[Page, ...]  # data pages in file order
+    metadata_too_small: bool  # pages ran past total_compressed_size (writer quirk)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.data)
+
+    def without_data(self) -> "ChunkPages":
+        """The page list alone, once the bytes have been handed on (frees them early)."""
+        return replace(self, data=b"")
+
+    @property
+    def is_stored(self) -> bool:
+        return isinstance(self.data, StoredRange)
+
+    def stored(self, source: Source) -> "ChunkPages":
+        """The same pages with their bytes left on storage, to be read again by whoever slices
+        them (a synthesized file for Arrow): body and raw no longer work."""
+        return self if self.is_stored else replace(self, data=source.stored(self.start, len(self.data)))
+
+    def loaded(self) -> "ChunkPages":
+        """The same pages with their bytes in memory (read now if they were left on storage)."""
+        return replace(self, data=self.data[:]) if self.is_stored else self
+
+    def body(self, page: Page) -> memoryview:
+        begin = page.offset - self.start + page.header_size
+        return memoryview(self.data)[begin : begin + page.compressed_size]
+
+    def raw(self, page: Page) -> memoryview:
+        begin = page.offset - self.start
+        return memoryview(self.data)[begin : begin + page.size]
+
+
+def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = True,
+               window: int | None = None) -> ChunkPages:
+    """Read `chunk` and walk its pages; `limit` is the first byte that cannot belong to it.
+    With a `window`, the chunk is read that many bytes at a time (more for a bigger page), into
+    memory the source reuses (read_view), and its bytes are left on storage (ChunkPages.stored):
+    for a chunk too big to hold."""
+    try:
+        return _walk(source, chunk, limit, verify_crc, window)
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+
+
+def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool, window: int | None
+          ) -> ChunkPages:
+    start = chunk.start
+    if chunk.num_values == 0:
+        return ChunkPages(start, b"", None, (), False)
+    if not 4 <= start < limit:
+        raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
+    declared_end = min(start + chunk.total_compressed_size, limit)
+    # Kept as read (no copy); extended only for the rare undersized-chunk quirk.
+    data = source.read_view(start, min(declared_end - start, window or declared_end - start))
+    base = pos = start  # file offsets of data[0] and of the next page
+    values = 0
+    dictionary: Page | None = None
+    pages: list[Page] = []
+    while values < chunk.num_values:
+        if window is not None and base < pos and base + len(data) < min(pos + HEADER_ROOM, declared_end):
+            # A new window before a header is cut off: growing a window would copy it.
+            del data  # the source reuses its buffer only once no view of it is left
+            base, data = pos, source.read_view(pos, min(window, declared_end - pos))
+        page, _, data = decode_page_header(source, data, base, pos, limit)
+        end = pos + page.size
+        if end > base + len(data):
+            if window is None:
+                data = bytes(data) + source.read(base + len(data), end - base - len(data))
+            else:
+                del data
+                base, data = pos, source.read_view(pos, max(page.size, min(window, declared_end - pos)))
+        if verify_crc:
+            _check_crc(page, memoryview(data)[end - base - page.compressed_size : end - base])
+        if page.kind == DICTIONARY_PAGE:
+            if pages or dictionary is not None:
+                raise MalformedFileError("dictionary page after the first page", offset=page.offset)
+            dictionary = page
+        elif page.is_data:
+            values += page.num_values
+            pages.append(page)
+        pos = end
+    if values != chunk.num_values:
+        raise MalformedFileError(
+            f"pages hold {values} values but the chunk metadata says {chunk.num_values}"
+        )
+    too_small = pos - start > chunk.total_compressed_size
+    if window is not None:
+        return ChunkPages(start, source.stored(start, pos - start), dictionary, tuple(pages), too_small)
+    return ChunkPages(start, data if pos - start == len(data) else data[:pos - start], dictionary,
+                      tuple(pages), too_small)
+
+
+def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, offset: int, limit: int,
+                       purpose: str = "data") -> tuple[Page, Struct, bytes | memoryview]:
+    """The page whose header starts at file `offset`, decoded from `buf` (the file's bytes from
+    `buf_start`), which grows by further reads (4x larger each time, never past `limit`) while
+    the header is cut off. Returns the page, its header and the (maybe longer) buffer."""
+    if offset >= limit:
+        raise MalformedFileError("chunk ends before all its values were read", offset=offset)
+    pos = offset - buf_start
+    more = 1 << 16
+    while True:
+        try:
+            header, end = decode_struct(buf, pos)
+            break
+        except ThriftTruncatedError:
+            if buf_start + len(buf) >= limit:
+                raise MalformedFileError("page header runs past the chunk's region",
+                                         offset=offset) from None
+            wanted = min(more, limit - buf_start - len(buf))
+            extra = source.read(buf_start + len(buf), wanted, purpose)
+            if len(extra) < wanted:
+                # The file ends before the region its footer describes: it shrank after the
+                # footer was read (or lies about its size). Asking again would get nothing more.
+                raise MalformedFileError("page header runs past the end of the file", offset=offset)
+            buf = bytes(buf) + extra
+            more *= 4
+        except PageIndexError as err:
+            raise MalformedFileError(f"bad page header: {err.reason}", offset=offset) from None
+    page = page_from_header(header, offset, end - pos)
+    if page.offset + page.size > limit:
+        raise MalformedFileError(
+            f"page of {page.compressed_size} bytes runs past the chunk's region", offset=page.offset
+        )
+    return page, header, buf
+
+
+def read_page_header(buf: bytes, pos: int, file_offset: int) -> Page:
+    """The page whose header starts at buf[pos] (at `file_offset` in the file); its body must
+    lie within `buf`."""
+    try:
+        header, end = decode_struct(buf, pos)
+    except PageIndexError as err:
+        raise MalformedFileError(f"bad page header: {err.reason}", offset=file_offset) from None
+    page = page_from_header(header, file_offset, end - pos)
+    if pos + page.size > len(buf):
+        raise MalformedFileError("page runs past the bytes read for it", offset=file_offset)
+    return page
+
+
+def _int(s: Struct | None, field_id: int, what: str, offset: int, lo: int = 0,
+         hi: int = MAX_PAGE_BYTES) -> int:
+    if not isinstance(s, Struct):
+        raise MalformedFileError(f"page header has no valid struct for {what}", offset=offset)
+    value = s.get(field_id)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise MalformedFileError(f"page header {what} is missing or invalid ({value})", offset=offset)
+    return value
+
+
+def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
+    """A validated Page from a decoded PageHeader at `offset`."""
+    kind = _int(header, PH.TYPE, "type", offset, 0, 3)
+    compressed = _int(header, PH.COMPRESSED, "compressed_page_size", offset)
+    uncompressed = _int(header, PH.UNCOMPRESSED, "uncompressed_page_size", offset)
+    num_rows = num_nulls = None
+    def_size = rep_size = 0
+    is_compressed = True
+    if kind == DATA_PAGE:
+        sub = header.get(PH.DATA_V1)
+        num_values = _int(sub, PH.V1_NUM_VALUES, "num_values", offset, 0, 1 << 31)
+    elif kind == DATA_PAGE_V2:
+        sub = header.get(PH.DATA_V2)
+        num_values = _int(sub, PH.V2_NUM_VALUES, "num_values", offset, 0, 1 << 31)
+        num_nulls = _int(sub, PH.V2_NUM_NULLS, "num_nulls", offset, 0, num_values)
+        num_rows = _int(sub, PH.V2_NUM_ROWS, "num_rows", offset, 0, num_values)
+        def_size = _int(sub, PH.V2_DEF_LEN, "definition_levels_byte_length", offset)
+        rep_size = _int(sub, PH.V2_REP_LEN, "repetition_levels_byte_length", offset)
+        if def_size + rep_size > compressed:
+            raise MalformedFileError("v2 level bytes exceed the page size", offset=offset)
+        is_compressed = sub.get(PH.V2_IS_COMPRESSED, True) is not False
+    elif kind == DICTIONARY_PAGE:
+        sub = header.get(PH.DICT)
+        num_values = _int(sub, 1, "dictionary num_values", offset, 0, 1 << 31)
+    else:
+        num_values = 0
+    return Page(kind, offset, header_size, compressed, uncompressed, num_values, num_rows,
+                num_nulls, def_size, rep_size, is_compressed, header)
+
+
+def _check_crc(page: Page, body: memoryview) -> None:
+    expected = page.header.get(PH.CRC)
+    if not isinstance(expected, int):
+        return
+    if zlib.crc32(body) != expected & 0xFFFFFFFF:
+        raise MalformedFileError("page CRC mismatch: the page bytes are corrupt", offset=page.offset)

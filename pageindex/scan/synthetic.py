@@ -1,0 +1,131 @@
+"""Synthesized Parquet files: page bytes we pick under a footer we write, one row group, read by
+Arrow C++ without a copy. Values and levels are both decoded through such files.
+"""
+from __future__ import annotations
+
+import bisect
+import io
+import struct
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from pageindex.errors import MalformedFileError
+from pageindex.format.schema import SE
+from pageindex.format.thrift import Field, Struct, T, TList, encode_struct
+from pageindex.io.storage import StoredRange
+
+MAGIC = b"PAR1"
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """A synthesized file as the buffers it is made of, in order: the chunks' page bytes are
+    referenced, never copied (a join would hold every chunk twice and cost a pass over it), or
+    left on storage and read again as Arrow streams through them."""
+
+    parts: tuple[bytes | memoryview | StoredRange, ...]
+
+    def open(self) -> pa.PythonFile:
+        return pa.PythonFile(_PartsReader(self.parts), mode="r")
+
+    @property
+    def streamed(self) -> bool:
+        return any(isinstance(p, StoredRange) for p in self.parts)
+
+
+class _PartsReader(io.RawIOBase):
+    """A read-only file over concatenated buffers. A read within one buffer is a zero-copy view,
+    which Arrow keeps as is; only reads across buffers (the footer's last bytes) are copied, and
+    a part left on storage (StoredRange) is read from it."""
+
+    def __init__(self, parts: Sequence[bytes | memoryview | StoredRange]) -> None:
+        super().__init__()
+        self._parts = [p if isinstance(p, StoredRange) else memoryview(p) for p in parts]
+        self._starts = [0]
+        for part in self._parts:
+            self._starts.append(self._starts[-1] + len(part))
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._starts[-1]}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int = -1) -> memoryview | bytes:
+        end = self._starts[-1] if size < 0 else min(self._starts[-1], self._pos + size)
+        pieces = []
+        i = bisect.bisect_right(self._starts, self._pos) - 1
+        while self._pos < end:
+            start, part = self._starts[i], self._parts[i]
+            pieces.append(part[self._pos - start : min(len(part), end - start)])
+            self._pos = min(start + len(part), end)
+            i += 1
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    read_buffer = read  # Arrow prefers read_buffer and wraps its result without a copy
+
+
+def column_chunk(physical_type: int, path: Sequence[str], codec: int, pos: int, *, num_values: int,
+                 uncompressed: int, compressed: int, data_offset: int,
+                 dictionary_offset: int | None) -> Struct:
+    """A ColumnChunk whose pages start at file offset `pos`, with what Arrow needs to read them."""
+    meta = [
+        Field(1, T.I32, physical_type),
+        Field(2, T.LIST, TList(T.I32, (0,))),
+        Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in path))),
+        Field(4, T.I32, codec),
+        Field(5, T.I64, num_values),
+        Field(6, T.I64, uncompressed),
+        Field(7, T.I64, compressed),
+        Field(9, T.I64, data_offset),
+    ]
+    if dictionary_offset is not None:
+        meta.append(Field(11, T.I64, dictionary_offset))
+    return Struct((Field(2, T.I64, pos), Field(3, T.STRUCT, Struct(tuple(meta)))))
+
+
+def one_row_group_file(top_level: int, elements: Sequence[Struct], chunk_structs: Sequence[Struct],
+                        body: Sequence[bytes | memoryview], num_rows: int, created_by: bytes | None
+                        ) -> Synthesized:
+    """Magic, the body's buffers and a footer describing one row group of these chunks, under
+    `top_level` fields given depth-first as `elements`."""
+    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, top_level)))
+    row_group = Struct((
+        Field(1, T.LIST, TList(T.STRUCT, tuple(chunk_structs))),
+        Field(2, T.I64, sum(len(b) for b in body)),
+        Field(3, T.I64, num_rows),
+    ))
+    file_meta = [
+        Field(1, T.I32, 1),
+        Field(2, T.LIST, TList(T.STRUCT, (root, *elements))),
+        Field(3, T.I64, num_rows),
+        Field(4, T.LIST, TList(T.STRUCT, (row_group,))),
+    ]
+    if created_by:
+        # Arrow C++ keys workarounds for known writer bugs on created_by; keep it.
+        file_meta.append(Field(6, T.BINARY, created_by))
+    footer = encode_struct(Struct(tuple(file_meta)))
+    return Synthesized((MAGIC, *body, footer + struct.pack("<I", len(footer)) + MAGIC))
+
+
+@contextmanager
+def arrow_errors() -> Iterator[None]:
+    """Whatever Arrow raises while decoding page data becomes a MalformedFileError."""
+    try:
+        yield
+    except MalformedFileError:
+        raise
+    except (OSError, pa.ArrowException, ValueError, IndexError) as err:
+        raise MalformedFileError(f"page data could not be decoded: {err}") from None
