@@ -50,7 +50,7 @@ def test_dry_build_zip_is_deterministic_and_complete():
     expected = sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "pageindex").rglob("*.py")
                       if "__pycache__" not in p.parts)
     assert [n for n in names if n.endswith(".py")] == expected
-    assert "pageindex/__init__.py" in names and "pageindex/job.py" in names
+    assert "pageindex/__init__.py" in names and "pageindex/job/spark.py" in names
 
 
 def test_dry_build_prints_the_spark_submit_command():
