@@ -248,6 +248,18 @@ def test_invalid_types(raw):
     assert not isinstance(err.value, ThriftTruncatedError)
 
 
+def test_empty_list_with_element_type_zero_is_accepted_losslessly():
+    """fastparquet writes an empty list as the single byte 0x00 (size 0, element type 0); Apache
+    Thrift's C++ and Java compact readers accept it. It must decode, and encode back unchanged."""
+    raw = b"\x19\x00\x15\x04\x00"  # field 1: list 0x00; field 2: i32 2
+    decoded, end = decode_struct(raw)
+    assert end == len(raw)
+    assert decoded.get(1) == TList(T.STOP, ())
+    assert decoded.get(2) == 2
+    assert encode_struct(decoded) == raw
+    # A non-empty list of element type 0 is still refused (test_invalid_types).
+
+
 def test_errors_carry_offsets():
     with pytest.raises(ThriftDecodeError) as err:
         decode_struct(b"\x15\x02\x1e\x00")

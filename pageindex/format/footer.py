@@ -144,18 +144,23 @@ def _check_types(metadata: Struct) -> None:
     kvs = metadata.get(F.FMD_KV)
     if kvs is None:
         return
-    if not isinstance(kvs, TList) or kvs.elem_type != T.STRUCT:
+    if not _struct_list(kvs):
         raise MalformedFileError("key_value_metadata is not a list of structs")
     for kv in kvs.items:
         if not isinstance(kv.get(F.KV_KEY), bytes) or not isinstance(kv.get(F.KV_VALUE, b""), bytes):
             raise MalformedFileError("a key_value_metadata entry has no string key or value")
 
 
+def _struct_list(value: object) -> bool:
+    """A list of structs; an empty list may carry any element type (fastparquet writes 0)."""
+    return isinstance(value, TList) and (value.elem_type == T.STRUCT or not value.items)
+
+
 def _column_orders(metadata: Struct, leaves: int) -> tuple[Struct, ...] | None:
     orders = metadata.get(F.FMD_COLUMN_ORDERS)
     if orders is None:
         return None
-    if not isinstance(orders, TList) or orders.elem_type != T.STRUCT:
+    if not _struct_list(orders):
         raise MalformedFileError("column_orders is not a list of structs")
     if len(orders.items) != leaves:
         raise MalformedFileError(f"{len(orders.items)} column orders for {leaves} columns")

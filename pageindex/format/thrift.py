@@ -254,8 +254,12 @@ def _list(buf: Buffer, pos: int, end: int, is_set: bool, depth: int) -> tuple[TL
         raise _truncated(pos)
     header = buf[pos]
     pos += 1
-    etype = _elem_type(header & 0x0F, pos)
     n = header >> 4
+    if header == 0:
+        # An empty list whose element type is 0 (fastparquet writes it): Apache Thrift's C++ and
+        # Java compact readers accept it, and keeping type 0 encodes it back to the same byte.
+        return TList(T.STOP, (), is_set), pos
+    etype = _elem_type(header & 0x0F, pos)
     if n == 15:
         n, pos = _size(buf, pos, end, 1)
     elif n > end - pos:
