@@ -12,6 +12,7 @@ import uuid
 
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from pageindex.errors import StorageError
@@ -264,3 +265,29 @@ def test_prefetch_on_s3_reads_a_row_group_in_few_gets(s3_server, s3_bucket, tmp_
         assert proxy.stats.bytes_returned("GetObject") == sum(
             max(c.start + c.total_compressed_size for c in row) - min(c.start for c in row)
             for row in footer.chunks)
+
+
+def test_exact_retrofit_on_s3_reads_each_row_group_in_one_get(s3_server, s3_bucket, tmp_path):
+    import numpy as np
+    import pyarrow as pa
+
+    import pageindex
+
+    local = tmp_path / "many.parquet"
+    rng = np.random.default_rng(5)
+    pq.write_table(pa.table({f"c{i}": rng.integers(0, 1 << 40, 2_000) for i in range(60)}), local,
+                   row_group_size=500, write_page_index=False)
+    s3h.boto3_client(s3_server).put_object(Bucket=s3_bucket, Key="many.parquet", Body=local.read_bytes())
+    pageindex.retrofit(str(local), str(tmp_path / "expected.parquet"))
+    with FaultProxy(s3_server) as proxy:
+        with open_source(f"{s3_bucket}/many.parquet", s3h.make_s3fs(proxy.endpoint)) as source:
+            read_footer(source)
+        footer_gets = proxy.stats.count("GetObject")
+        proxy.reset()
+        result = pageindex.retrofit(f"{s3_bucket}/many.parquet", filesystem=s3h.make_s3fs(proxy.endpoint),
+                                    dry_run=True)
+        assert proxy.stats.count("GetObject") == footer_gets + 4  # was one GET per chunk: 240
+        assert result.status == "dry_run" and len(result.chunks) == 240
+        pageindex.retrofit(f"{s3_bucket}/many.parquet", str(tmp_path / "out.parquet"),
+                           filesystem=s3h.make_s3fs(proxy.endpoint), dst_filesystem=LocalFileSystem())
+    assert (tmp_path / "out.parquet").read_bytes() == (tmp_path / "expected.parquet").read_bytes()
