@@ -133,6 +133,8 @@ def compute_indexes(source: Source, footer: Footer, truncate_length: int,
             _from_page_stats(source, footer, chunk, order, truncate_length) if trust_page_stats else None
             for chunk, order in zip(row, orders)]
         exact = [i for i, result in enumerate(done) if result is None]
+        # On an object store: the row group's chunks in a few merged, concurrent requests.
+        source.prefetch([(row[i].start, row[i].total_compressed_size) for i in exact])
         scans = scan_chunks(source, footer, [(row[i], needs_values(row[i], orders[i])) for i in exact])
         for i in exact:
             # Not zip(exact, scans): zip's reused result tuple would keep this scan alive while

@@ -1,10 +1,14 @@
-"""A fault-injecting HTTP proxy on 127.0.0.1 between an S3 client (s3fs/botocore) and the moto
-server, for tests/test_s3_faults.py.
+"""A fault-injecting, latency-adding HTTP proxy on 127.0.0.1 between an S3 client (s3fs/botocore,
+pyarrow's S3FileSystem) and the moto server, for tests/test_s3_faults.py and bench/objstore.py.
 
-    with FaultProxy(moto_endpoint, schedule) as proxy:
+    with FaultProxy(moto_endpoint, schedule, latency=0.02) as proxy:
         fs = make_s3fs(proxy.endpoint)
         ...
-        proxy.log  # every request: time, operation, action taken
+        proxy.log  # every request: time, operation, action taken, status, bytes returned
+        proxy.stats.by_operation()  # {"GetObject": 3, "HeadObject": 1, ...}
+
+Every request waits `latency` seconds in the proxy before it is forwarded (the first-byte latency
+of an object store; concurrent requests wait concurrently, as on S3).
 
 For every request the proxy calls ``schedule(request)`` with a ``Request`` (its operation name,
 method, path, query, the count of earlier requests overall and of the same operation) and does
@@ -30,6 +34,7 @@ import http.client
 import socket
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -62,6 +67,7 @@ class Record:
     path: str
     action: str
     status: int | None = None
+    bytes_out: int = 0  # body bytes sent back to the client
 
 
 @dataclass
@@ -71,6 +77,14 @@ class Stats:
     def count(self, operation: str | None = None, action: str | None = None) -> int:
         return sum((operation is None or r.operation == operation)
                    and (action is None or r.action == action) for r in self.log)
+
+    def by_operation(self) -> dict[str, int]:
+        """Requests received per S3 operation."""
+        return dict(Counter(r.operation for r in self.log))
+
+    def bytes_returned(self, operation: str | None = None) -> int:
+        """Body bytes sent back (of one operation, or of all)."""
+        return sum(r.bytes_out for r in self.log if operation is None or r.operation == operation)
 
 
 def operation_of(method: str, path: str, query: dict, headers) -> str:
@@ -157,10 +171,11 @@ def permanent(action: str, operations: set[str] | None = None,
 # ---------------------------------------------------------------- the proxy
 
 class FaultProxy:
-    def __init__(self, upstream: str, schedule: Schedule = forward_all) -> None:
+    def __init__(self, upstream: str, schedule: Schedule = forward_all, latency: float = 0.0) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname, parts.port)
         self.schedule = schedule
+        self.latency = latency
         self.stats = Stats()
         self._lock = threading.Lock()
         self._op_counts: dict[str, int] = {}
@@ -223,6 +238,8 @@ class FaultProxy:
         self._classify(handler)
         record: Record = handler._record  # type: ignore[attr-defined]
         action = record.action
+        if self.latency:
+            time.sleep(self.latency)
         if action == "drop":
             _drop(handler)
             return
@@ -270,9 +287,11 @@ class FaultProxy:
         if action == "truncate":
             handler.wfile.write(payload[: len(payload) // 2])
             handler.wfile.flush()
+            record.bytes_out = len(payload) // 2
             _drop(handler)
             return
         handler.wfile.write(payload)
+        record.bytes_out = len(payload)
         handler.wfile.flush()
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes):

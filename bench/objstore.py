@@ -1,0 +1,177 @@
+"""Object-store bench: requests, bytes and time of retrofit (dry run, exact and trusted page stats)
+and of pyarrow's read_table(pre_buffer=True) on the same objects, behind a latency proxy.
+
+    python -m bench.objstore [--latency-ms 20] [--rounds 1] [--kinds wide,numeric,strings,nested]
+
+A moto S3 server runs in this process on 127.0.0.1; tests/helpers/fault_proxy.py sits between it
+and both clients (s3fs for pageindex, pyarrow.fs.S3FileSystem for pyarrow), adds the latency to
+every request and counts requests by S3 operation and the body bytes it returned. Prints one
+markdown table; datasets are cached in bench/data/.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import s3fs
+
+import pageindex
+from pageindex.io.storage import s3_options
+from tests.helpers import s3 as s3h
+from tests.helpers.fault_proxy import FaultProxy
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+GEN_VERSION = 1  # bump when a generator changes: cached files are rebuilt
+ROW_GROUPS = 4
+PAGE_BYTES = 64 << 10
+
+
+def _wide(rng: np.random.Generator) -> pa.Table:
+    rows = 5_500
+    return pa.table({f"c{i:03d}": rng.integers(0, 1 << 62, rows) for i in range(240)})
+
+
+def _numeric(rng: np.random.Generator) -> pa.Table:
+    rows = 2_200_000
+    return pa.table({"id": np.arange(rows, dtype=np.int64), "x": rng.random(rows),
+                     "k": rng.integers(0, 1 << 62, rows)})
+
+
+def _strings(rng: np.random.Generator) -> pa.Table:
+    rows = 300_000
+    names = pa.array(np.char.add("user-", rng.integers(0, 1 << 40, rows).astype(str)))
+    tags = pa.array([rng.bytes(12).hex() for _ in range(rows)])
+    return pa.table({"name": names, "tag": tags})
+
+
+def _nested(rng: np.random.Generator) -> pa.Table:
+    rows = 300_000
+    lengths = rng.integers(0, 6, rows)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = pa.array(rng.integers(0, 1 << 40, int(offsets[-1])))
+    return pa.table({
+        "id": np.arange(rows, dtype=np.int64),
+        "items": pa.ListArray.from_arrays(pa.array(offsets), values),
+        "point": pa.StructArray.from_arrays([pa.array(rng.random(rows)), pa.array(rng.random(rows))],
+                                            names=["x", "y"]),
+    })
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    label: str
+    table: Callable[[np.random.Generator], pa.Table]
+
+
+KINDS = {k.name: k for k in (
+    Kind("wide", "240 columns x 4 row groups", _wide),
+    Kind("numeric", "3 columns x 4 row groups, 64 KiB pages", _numeric),
+    Kind("strings", "2 string columns, 64 KiB pages", _strings),
+    Kind("nested", "list + struct columns, 64 KiB pages", _nested),
+)}
+
+
+def ensure(kind: Kind) -> Path:
+    path = DATA_DIR / f"objstore-{kind.name}-v{GEN_VERSION}.parquet"
+    if not path.exists():
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        table = kind.table(np.random.default_rng(25))
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(table, tmp, row_group_size=-(-table.num_rows // ROW_GROUPS),
+                       data_page_size=PAGE_BYTES, write_page_index=False, compression="snappy")
+        tmp.rename(path)
+    return path
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    requests: dict[str, int]
+    bytes_returned: int
+
+
+def measure(proxy: FaultProxy, action: Callable[[], object]) -> Run:
+    proxy.reset()
+    started = time.perf_counter()
+    action()
+    seconds = time.perf_counter() - started
+    return Run(seconds, proxy.stats.by_operation(), proxy.stats.bytes_returned())
+
+
+def pyarrow_fs(endpoint: str) -> pafs.S3FileSystem:
+    parts = urlsplit(endpoint)
+    return pafs.S3FileSystem(access_key=s3h.ACCESS_KEY, secret_key=s3h.SECRET_KEY, region=s3h.REGION,
+                             endpoint_override=f"{parts.hostname}:{parts.port}", scheme="http")
+
+
+def pageindex_fs(endpoint: str) -> s3fs.S3FileSystem:
+    """A fresh s3fs per run, as pageindex's resolve() builds it: no listing or instance cache
+    carries one run's answers into the next."""
+    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,
+                             **s3_options(s3h.storage_options(endpoint)))
+
+
+TOOLS: dict[str, Callable[[str, str], object]] = {
+    "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=pyarrow_fs(endpoint),
+                                                              pre_buffer=True),
+    "retrofit exact": lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint),
+                                                               dry_run=True),
+    "retrofit trust": lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint),
+                                                               dry_run=True, trust_page_stats=True),
+}
+
+
+def median_run(runs: list[Run]) -> Run:
+    return sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+
+
+def render(latency_ms: float, rows: list[tuple[str, int, str, Run]]) -> str:
+    lines = [f"Object store (moto on 127.0.0.1, {latency_ms:g} ms per request in the proxy)", "",
+             "| dataset | size | tool | time | requests | GETs | other requests | bytes returned |",
+             "|---|---:|---|---:|---:|---:|---|---:|"]
+    for label, size, tool, run in rows:
+        other = ", ".join(f"{op} {n}" for op, n in sorted(run.requests.items()) if op != "GetObject")
+        lines.append(f"| {label} | {size / 2**20:.1f} MiB | {tool} | {run.seconds:.2f} s "
+                     f"| {sum(run.requests.values())} | {run.requests.get('GetObject', 0)} | {other} "
+                     f"| {run.bytes_returned / 2**20:.1f} MiB |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    args = parser.parse_args(argv)
+    kinds = [KINDS[k] for k in args.kinds.split(",")]
+    tools = args.tools.split(",")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
+    files = {kind.name: ensure(kind) for kind in kinds}
+    rows = []
+    with s3h.moto_s3_server() as upstream, FaultProxy(upstream, latency=args.latency_ms / 1000) as proxy:
+        bucket = s3h.create_bucket(upstream, "bench")
+        client = s3h.boto3_client(upstream)
+        for kind in kinds:
+            key = f"{bucket}/{kind.name}.parquet"
+            client.upload_file(str(files[kind.name]), bucket, f"{kind.name}.parquet")
+            for tool in tools:
+                runs = [measure(proxy, lambda: TOOLS[tool](proxy.endpoint, key)) for _ in range(args.rounds)]
+                rows.append((kind.label, files[kind.name].stat().st_size, tool, median_run(runs)))
+                print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs):.2f} s", flush=True)
+    print(render(args.latency_ms, rows))
+
+
+if __name__ == "__main__":
+    main()
