@@ -8,10 +8,10 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from pageindex.format.bounds import comparable, render
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.schema import PT
+from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
 from pageindex.index.reader import BOUNDARY_ORDER_NAMES, ColumnIndexView, read_column_index, read_offset_index
 from pageindex.io.storage import open_source

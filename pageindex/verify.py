@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from pageindex.format.bounds import comparable
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.index.builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
+from pageindex.index.kinds import comparable
 from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
@@ -150,11 +150,11 @@ def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: Col
     if actual.nan_counts is not None and ci.nan_counts is not None and tuple(ci.nan_counts) != actual.nan_counts:
         fail(None, "nan_counts", f"index says {list(ci.nan_counts)}, data has {list(actual.nan_counts)}")
     keyed = []
-    for i, (lo_raw, hi_raw, real_lo, real_hi) in enumerate(zip(ci.min_values, ci.max_values, actual.mins, actual.maxs)):
-        if real_lo is None or ci.null_pages[i]:
+    for i, (lo_raw, hi_raw, want_lo, want_hi) in enumerate(zip(ci.min_values, ci.max_values, actual.keys_min,
+                                                               actual.keys_max)):
+        if want_lo is None or ci.null_pages[i]:
             continue
         lo, hi = comparable(leaf, order, lo_raw), comparable(leaf, order, hi_raw)
-        want_lo, want_hi = comparable(leaf, order, real_lo), comparable(leaf, order, real_hi)
         if lo is None or hi is None:
             fail(i, "bounds", "stored min or max cannot be decoded for this column type")
             continue

@@ -32,6 +32,7 @@ from pageindex.index.builder import (
     page_bounds,
     unencoded_bytes,
 )
+from pageindex.index.kinds import byte_arrays
 from pageindex.index.truncation import truncate_max, truncate_min
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages, Page
@@ -464,7 +465,7 @@ BYTES_PATHS = ["sliced", "grouped", "dictionary"]
 @pytest.mark.parametrize("truncate_length", [64, 5, 1])
 def test_bytes_bounds(kind, truncate_length, path, monkeypatch):
     if path == "grouped":
-        monkeypatch.setattr(index_builder, "FEW_PAGES", 0)
+        monkeypatch.setattr(byte_arrays, "FEW_PAGES", 0)
     rng = random.Random(f"{kind}{truncate_length}")
     if kind == "binary":
         lf, typ = leaf(PT.BYTE_ARRAY), pa.binary()

@@ -98,8 +98,7 @@ def type_order(leaf: Leaf) -> Order:
         return _integer_order(leaf)
     if ptype in (PT.FLOAT, PT.DOUBLE):
         return Order(Kind.FLOAT)
-    is_decimal = lid == LT.DECIMAL or (lid is None and ct == CT.DECIMAL)
-    if is_decimal:
+    if is_decimal(leaf):
         return Order(Kind.DECIMAL_BYTES)
     if lid == LT.FLOAT16:
         if ptype != PT.FIXED_LEN_BYTE_ARRAY or leaf.type_length != 2:
@@ -111,6 +110,11 @@ def type_order(leaf: Leaf) -> Order:
     # A prefix of a FIXED_LEN_BYTE_ARRAY value has the wrong length, so it is no valid value of
     # the type (and readers such as DataFusion cannot use it); only BYTE_ARRAY bounds truncate.
     return Order(Kind.BYTES, truncatable=stringlike and ptype == PT.BYTE_ARRAY)
+
+
+def is_decimal(leaf: Leaf) -> bool:
+    """Annotated DECIMAL (by LogicalType, or by ConvertedType where there is none)."""
+    return leaf.logical_id == LT.DECIMAL or (leaf.logical_id is None and leaf.converted_type == CT.DECIMAL)
 
 
 def _integer_order(leaf: Leaf) -> Order:

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from pageindex.errors import MalformedFileError
-from pageindex.format.bounds import comparable
-from pageindex.format.column_order import Kind, Order
+from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.schema import PT
 from pageindex.format.thrift import Struct
-from pageindex.index.builder import Bounds, column_index_struct
+from pageindex.index.builder import column_index_struct
+from pageindex.index.kinds import codec_for, comparable
+from pageindex.index.kinds.base import Bounds
 from pageindex.index.truncation import truncate_max, truncate_min
 from pageindex.io.storage import Source
 from pageindex.scan.page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels, with_nulls
@@ -56,9 +57,8 @@ def applicable(chunk: ChunkMeta, order: Order, created_by: str) -> str | None:
     """None when the header path may be tried for this chunk, else the reason it may not."""
     if not order.indexable:
         return order.reason
-    if order.kind is Kind.FLOAT:
-        return "float column: page headers cannot tell whether a page holds NaN"
-    return untrusted_writer(created_by, chunk.leaf.physical_type)
+    refusal = codec_for(order).header_refusal
+    return refusal if refusal is not None else untrusted_writer(created_by, chunk.leaf.physical_type)
 
 
 def plan_chunk(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
@@ -125,6 +125,7 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
     enough. Every header's null_count must match the levels: writers that count a nested
     column's nulls another way are decoded exactly."""
     leaf = chunk.leaf
+    legacy = codec_for(order).legacy_bounds(order)
     mins, maxs = [], []
     for st, nulls, defined in zip(stats, levels.nulls, levels.defined):
         header_nulls = _null_count(st)
@@ -133,7 +134,7 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
         if header_nulls != nulls:
             return "a page header's null_count differs from its levels"
         lo, hi = st.get(ST_MIN_VALUE), st.get(ST_MAX_VALUE)
-        if (lo is None or hi is None) and order.kind is Kind.SIGNED:
+        if (lo is None or hi is None) and legacy:
             lo, hi = st.get(ST_MIN), st.get(ST_MAX)
         if defined == 0:
             lo = hi = None

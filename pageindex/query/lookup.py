@@ -6,8 +6,7 @@ from __future__ import annotations
 import bisect
 import struct
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation, localcontext
-from fractions import Fraction
+from decimal import InvalidOperation, localcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,11 +15,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
-from pageindex.format.bounds import comparable
-from pageindex.format.column_order import LT, Kind, Order, order_for
+from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import MAGIC, ChunkMeta, F, Footer, read_footer
-from pageindex.format.schema import PT, SE, Leaf, element_name
+from pageindex.format.schema import SE, Leaf, element_name
 from pageindex.format.thrift import Struct, encode_struct
+from pageindex.index.kinds import codec_for, comparable, literal_for
 from pageindex.index.reader import (
     ASCENDING_ORDER,
     DESCENDING_ORDER,
@@ -31,7 +30,7 @@ from pageindex.index.reader import (
 )
 from pageindex.io.discovery import filesystem_for, list_files
 from pageindex.io.storage import Source, normalize_url, open_source
-from pageindex.query.predicate import Condition, PredicateError, _Decimalish, parse
+from pageindex.query.predicate import Condition, PredicateError, parse
 from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
 from pageindex.scan.values import decode, synthesize
 
@@ -232,11 +231,11 @@ class _Plan:
             return not (isinstance(nulls, int) and nulls == 0)
         if op == "is_not_null":
             return not (isinstance(nulls, int) and nulls >= rows and self.leaf.max_rep == 0)
-        if self.keys is None or (op == "!=" and self.order.kind is Kind.FLOAT):
+        if self.keys is None or (op == "!=" and codec_for(self.order).nan_values):
             return True
         raw_lo, raw_hi = stats.get(6), stats.get(5)
         # The deprecated min/max (fields 2/1) are signed: only valid where that is the order.
-        if (raw_lo is None or raw_hi is None) and self.order.kind in (Kind.SIGNED, Kind.BOOLEAN):
+        if (raw_lo is None or raw_hi is None) and codec_for(self.order).legacy_bounds(self.order):
             raw_lo, raw_hi = stats.get(2), stats.get(1)
         if not isinstance(raw_lo, bytes) or not isinstance(raw_hi, bytes):
             return True
@@ -263,7 +262,7 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
     keys = None
     if order.indexable:
         try:
-            keys = tuple(_key(leaf, order, lit) for lit in literals)
+            keys = tuple(codec_for(order).literal_keys(leaf, order, lit) for lit in literals)
         except (ValueError, TypeError, OverflowError, InvalidOperation, pa.ArrowException):
             keys = None
     return _Plan(cond, f, leaf, order, literals, keys)
@@ -276,107 +275,13 @@ def _arrow_literal(value: Any, typ: pa.DataType, column: str) -> pa.Scalar:
     try:
         with localcontext() as ctx:
             ctx.prec = 200  # decimal literals of up to 76 digits stay exact
-            scalar = _literal_for(value, base)
+            scalar = literal_for(value, base)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError, TypeError,
             OverflowError, InvalidOperation) as err:
         raise PredicateError(f"value {value!r} does not fit column {column!r} of type {typ}: {err}") from None
     if scalar is None:
         raise PredicateError(f"value {value!r} does not fit column {column!r} of type {typ}")
     return scalar
-
-
-def _literal_for(value: Any, base: pa.DataType) -> pa.Scalar | None:
-    numeric = isinstance(value, (int, float, Decimal, _Decimalish)) and not isinstance(value, bool)
-    if pa.types.is_string(base) or pa.types.is_large_string(base) or pa.types.is_string_view(base):
-        return pa.scalar(value, base) if isinstance(value, str) and not isinstance(value, _Decimalish) else None
-    if pa.types.is_binary(base) or pa.types.is_large_binary(base) or pa.types.is_fixed_size_binary(base) \
-            or pa.types.is_binary_view(base):
-        if isinstance(value, str) and not isinstance(value, _Decimalish):
-            value = value.encode()
-        return pa.scalar(value, base) if isinstance(value, bytes) else None
-    if pa.types.is_boolean(base):
-        return pa.scalar(value, base) if isinstance(value, bool) else None
-    if pa.types.is_integer(base):
-        if not numeric:
-            return None
-        number = Decimal(value) if isinstance(value, (_Decimalish, float)) else value
-        if isinstance(number, Decimal) and number != number.to_integral_value():
-            return pa.scalar(float(number))  # compares as a number, matches no integer exactly
-        number = int(number)
-        try:
-            return pa.scalar(number, base)
-        except (pa.ArrowInvalid, OverflowError):
-            # Outside the column's type (int8 < 1000): compare in a wider integer type.
-            return pa.scalar(number, pa.uint64() if number > 0 else pa.int64())
-    if pa.types.is_floating(base):
-        if not numeric:
-            return None
-        # float16 is compared as float32 (pyarrow has no float16 kernels)
-        return pa.scalar(float(Decimal(value) if isinstance(value, _Decimalish) else value),
-                         pa.float32() if base == pa.float16() else base)
-    if pa.types.is_decimal(base):
-        if not numeric and not isinstance(value, str):
-            return None
-        return pa.scalar(Decimal(str(value)))
-    if pa.types.is_temporal(base):
-        if isinstance(value, str) and not isinstance(value, _Decimalish):
-            return pa.scalar(value).cast(base)
-        if numeric or isinstance(value, bool):
-            return None
-        return pa.scalar(value).cast(base)
-    return pa.scalar(value).cast(base)
-
-
-_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
-
-
-def _key(leaf: Leaf, order: Order, literal: pa.Scalar) -> tuple[Any, Any]:
-    """The literal as (low, high) keys in the domain of bounds.comparable() for this column:
-    equal, except a float zero under IEEE_754_TOTAL_ORDER, which stands for -0.0 and +0.0."""
-    kind = order.kind
-    logical = leaf.logical_type.fields[0].value if leaf.logical_type and leaf.logical_type.fields else None
-    if pa.types.is_temporal(literal.type):
-        if pa.types.is_date(literal.type):
-            key = literal.cast(pa.date32()).cast(pa.int32()).as_py()
-        else:
-            unit = _parquet_unit(leaf, logical)
-            if pa.types.is_timestamp(literal.type):
-                target = pa.timestamp(unit, literal.type.tz)
-            else:
-                target = pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
-            key = literal.cast(target, safe=False).cast(pa.int64()).as_py()
-        return key, key
-    value = literal.as_py()
-    if kind is Kind.BOOLEAN:
-        return bool(value), bool(value)
-    if kind is Kind.BYTES:
-        key = value.encode() if isinstance(value, str) else bytes(value)
-        return key, key
-    if kind is Kind.FLOAT:
-        if not order.total_order:
-            return float(value), float(value)
-        keys = [comparable(leaf, order, _pack_float(leaf, v)) for v in ((-0.0, 0.0) if value == 0 else (value, value))]
-        return keys[0], keys[1]
-    if leaf.logical_id == LT.DECIMAL or kind is Kind.DECIMAL_BYTES or leaf.converted_type == 5:
-        scale = (logical.get(1) if logical is not None else leaf.scale) or 0
-        key = Fraction(Decimal(str(value))) * 10 ** scale
-        return key, key
-    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
-        key = Fraction(value) if isinstance(value, Decimal) else value
-        return key, key
-    raise ValueError(f"cannot compare {value!r} with the column's bounds")
-
-
-def _pack_float(leaf: Leaf, value: float) -> bytes:
-    if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
-        return np.array([value], "<f2").tobytes()
-    return struct.pack("<f" if leaf.physical_type == PT.FLOAT else "<d", float(value))
-
-
-def _parquet_unit(leaf: Leaf, logical: Any) -> str:
-    if logical is not None and logical.get(2) is not None and logical.get(2).fields:
-        return {1: "ms", 2: "us", 3: "ns"}[logical.get(2).fields[0].id]
-    return {9: "ms", 10: "us", 7: "ms", 8: "us"}.get(leaf.converted_type, "ms")
 
 
 def _may_match(plan: _Plan, lo: Any, hi: Any) -> bool:
@@ -415,7 +320,7 @@ def _matching_pages(plan: _Plan, ci: ColumnIndexView) -> list[int]:
     if op == "is_not_null":
         return [i for i in range(n) if not ci.null_pages[i]]
     non_null = [i for i in range(n) if not ci.null_pages[i]]
-    if plan.keys is None or (op == "!=" and plan.order.kind is Kind.FLOAT and ci.nan_counts is None):
+    if plan.keys is None or (op == "!=" and codec_for(plan.order).nan_values and ci.nan_counts is None):
         return non_null
     if op == "!=" and ci.nan_counts is not None:
         # NaN != x holds, and NaN lies outside a total-order page's bounds: keep pages with NaN.

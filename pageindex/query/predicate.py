@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pageindex.errors import PageIndexError
+from pageindex.index.kinds.base import NumericText
 
 
 class PredicateError(PageIndexError):
@@ -90,7 +91,7 @@ class _Parser:
         if kind == "string":
             return text[1:-1].replace("''", "'")
         if kind == "number":
-            return int(text) if re.fullmatch(r"[-+]?\d+", text) else _Decimalish(text)
+            return int(text) if re.fullmatch(r"[-+]?\d+", text) else NumericText(text)
         if kind == "word":
             low = text.lower()
             if low in ("true", "false"):
@@ -140,10 +141,6 @@ class _Parser:
         if self.peek() is not None:
             raise PredicateError(f"unexpected {self.peek()[1]!r} (only AND combines conditions)")
         return out
-
-
-class _Decimalish(str):
-    """A numeric literal with a fraction or exponent, kept as text until the column type is known."""
 
 
 def parse(where: str | Sequence[Sequence[Any]]) -> list[Condition]:
