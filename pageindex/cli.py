@@ -8,14 +8,26 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+from typing import Any, Callable, Iterator, Sequence
 
-from pageindex.errors import PageIndexError
+from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
+from pageindex.job.process import ALREADY, CHANGED, FAILED, SKIPPED, JobOptions, failed_record, process_to
+from pageindex.job.report import summary, write_report
+from pageindex.job.spark import UsageError
+from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
-from pageindex.retrofit import RetrofitResult, retrofit
+from pageindex.targets import Target, expand, legacy_destination, plan
 from pageindex.verify import verify
 from pageindex.version import __version__
+
+# S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
+STORAGE_OPTIONS: dict[str, Any] = {}
+NOT_DONE = (FAILED, CHANGED)  # the statuses that make `retrofit` exit 1
 
 
 def _print_json(obj: object) -> None:
@@ -23,53 +35,144 @@ def _print_json(obj: object) -> None:
     sys.stdout.write("\n")
 
 
-def _summary(result: RetrofitResult) -> str:
-    if result.status == "already_indexed":
-        return f"{result.path}: already has a complete page index (use --force to rebuild)"
-    with_ci = sum(c.column_index for c in result.chunks)
+def _print_json_line(obj: object) -> None:
+    """One document per file: JSON lines, whatever the number of files."""
+    print(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _print_error(err: PageIndexError, as_json: bool) -> None:
+    print(f"pageindex: error: {type(err).__name__}: {err}", file=sys.stderr)
+    if as_json:
+        _print_json_line({"error": type(err).__name__, "message": str(err), "path": err.path})
+
+
+def _describe(record: dict[str, Any]) -> str:
+    """A retrofit record as text: what was written, and why any chunk got no ColumnIndex."""
+    path, status = record["path"], record["status"]
+    if status == ALREADY:
+        return f"{path}: already has a complete page index (use --force to rebuild)"
+    if status in (SKIPPED, *NOT_DONE):
+        return f"{path}: {status}: {record['reason']}"
+    with_ci, without = record["chunks_with_column_index"], record["chunks_without_column_index"]
+    from_stats = record["chunks_from_page_stats"]
     lines = [
-        f"{result.path}: {result.status}" + (f" -> {result.output}" if result.output and result.output != result.path else ""),
-        f"  row groups {result.row_groups}, pages {result.pages}, chunks {len(result.chunks)}"
-        f" ({with_ci} with ColumnIndex, {len(result.chunks) - with_ci} without)"
-        + (f", {sum(c.source == 'page_stats' for c in result.chunks)} from page-header statistics"
-           if any(c.source == "page_stats" for c in result.chunks) else ""),
-        f"  size {result.bytes_in} -> {result.bytes_out} bytes (+{result.bytes_out - result.bytes_in}),"
-        f" read {result.bytes_read} bytes in {result.seconds:.2f}s",
+        f"{path}: {status}" + (f" -> {record['output']}" if record["output"] else ""),
+        f"  row groups {record['row_groups']}, pages {record['pages']}, chunks {with_ci + without}"
+        f" ({with_ci} with ColumnIndex, {without} without)"
+        + (f", {from_stats} from page-header statistics" if from_stats else ""),
+        f"  size {record['bytes_in']} -> {record['bytes_out']} bytes"
+        f" (+{record['bytes_out'] - record['bytes_in']}), read {record['bytes_read']} bytes"
+        f" in {record['seconds']:.2f}s",
     ]
-    reasons: dict[str, list[str]] = {}
-    for c in result.chunks:
-        if c.reason:
-            reasons.setdefault(c.reason, []).append(f"{c.column}@rg{c.row_group}")
-    for reason, where in sorted(reasons.items()):
-        shown = ", ".join(where[:5]) + (f" and {len(where) - 5} more" if len(where) > 5 else "")
-        lines.append(f"  no ColumnIndex for {shown}: {reason}")
+    for reason, count in sorted(record["without_column_index_reasons"].items()):
+        lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
     return "\n".join(lines)
 
 
+def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterator[tuple[Target, dict]]:
+    """Each target with its record, as files finish; `jobs` worker processes when above 1."""
+    if jobs == 1 or len(targets) < 2:
+        for t in targets:
+            yield t, process_to(t.file, t.output, options)
+        return
+    # Spawned, not forked: a child forked from a process running Arrow or fsspec threads can
+    # inherit a lock one of them held, and hang.
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(targets)), mp_context=get_context("spawn"))
+    try:
+        futures = {pool.submit(process_to, t.file, t.output, options): t for t in targets}
+        for future in as_completed(futures):
+            t = futures[future]
+            try:
+                record = future.result()
+            except BrokenProcessPool as err:
+                record = failed_record(t.file, t.output, f"internal error: a worker process died ({err})")
+            yield t, record
+    finally:
+        # Interrupted (Ctrl-C, a closed pipe): files not started are not started.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _cmd_retrofit(args: argparse.Namespace) -> int:
-    result = retrofit(args.src, args.dst, truncate_length=args.truncate_length, force=args.force,
-                      dry_run=args.dry_run, trust_page_stats=args.trust_page_stats)
+    legacy = legacy_destination(args.paths, args.output, STORAGE_OPTIONS)
+    if legacy is not None:
+        raise UsageError(
+            f"{legacy} does not exist. Every path is now an input, indexed in place; to write "
+            f"the indexed file elsewhere use: pageindex retrofit {args.paths[0]} --output {legacy}")
+    if args.overwrite and args.output is None:
+        raise UsageError("--overwrite applies to --output only (in place, the file is always replaced)")
+    started = time.monotonic()
+    targets = plan(args.paths, args.output, args.overwrite, STORAGE_OPTIONS)
+    options = JobOptions(dry_run=args.dry_run, force=args.force, truncate_length=args.truncate_length,
+                         trust_page_stats=args.trust_page_stats)
+    progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
+                        enabled=len(targets) > 1)
+    records = []
+    progress.draw()
+    for target, record in _processed(targets, options, args.jobs):
+        if target.named and record["status"] == SKIPPED:
+            record.update(status=FAILED, reason=f"{NotParquetError.__name__}: {record['reason']}")
+        records.append(record)
+        progress.clear()
+        if record["status"] in NOT_DONE:
+            print(f"pageindex: error: {_describe(record)}", file=sys.stderr)
+        elif not args.json:
+            print(_describe(record), flush=True)
+        progress.advance(target.file.size)
+    progress.clear()
+    records.sort(key=lambda r: r["path"])
+    if args.report:
+        write_report(records, args.report, STORAGE_OPTIONS)
     if args.json:
-        _print_json(result.to_dict())
-    else:
-        print(_summary(result))
-    return 0
+        for record in records:
+            _print_json_line(record)
+    if len(records) != 1:
+        print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit"),
+              file=sys.stderr if args.json else sys.stdout)
+    return 1 if any(r["status"] in NOT_DONE for r in records) else 0
+
+
+def _each_file(paths: list[str], as_json: bool, show: Callable[[str], int]) -> int:
+    """`show` for every file below `paths` (its exit code); a file that fails is reported and
+    the others go on; one that is not Parquet fails if named, else is reported skipped. The
+    highest exit code."""
+    code = 0
+    for target in expand(paths, STORAGE_OPTIONS):
+        try:
+            code = max(code, show(target.file.url))
+        except NotParquetError as err:
+            if target.named:
+                _print_error(err, as_json)
+                code = 1
+            else:
+                print(f"{target.file.url}: skipped: {err.reason}", file=sys.stderr)
+        except PageIndexError as err:
+            _print_error(err, as_json)
+            code = 1
+    return code
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    view = inspect_file(args.file)
-    if args.json:
-        _print_json(view.to_dict())
-    else:
-        print(format_text(view, max_pages=1 << 62 if args.all_pages else args.max_pages))
-    return 0
+    max_pages = 1 << 62 if args.all_pages else args.max_pages
+    shown = []
+
+    def show(path: str) -> int:
+        view = inspect_file(path)
+        if args.json:
+            _print_json_line(view.to_dict())
+        else:
+            print(("\n" if shown else "") + format_text(view, max_pages=max_pages))
+        shown.append(path)
+        return 0
+
+    return _each_file(args.paths, args.json, show)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    result = verify(args.file)
-    if args.json:
-        _print_json(result.to_dict())
-    else:
+    def show(path: str) -> int:
+        result = verify(path)
+        if args.json:
+            _print_json_line(result.to_dict())
+            return 0 if result.ok else 1
         print(f"{result.path}: {'OK' if result.ok else 'VIOLATIONS'} — {result.chunks} chunks, "
               f"{result.chunks_with_offset_index} with OffsetIndex, {result.chunks_with_column_index} "
               f"with ColumnIndex, {result.pages_checked} pages checked")
@@ -77,7 +180,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(f"  {v}")
         if result.chunks_with_offset_index == 0:
             print("  (the file has no page index to verify)")
-    return 0 if result.ok else 1
+        return 0 if result.ok else 1
+
+    return _each_file(args.paths, args.json, show)
 
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
@@ -115,14 +220,35 @@ def _format_rows(table) -> str:
     return "\n".join(lines)
 
 
+RETROFIT_HELP = """\
+Every PATH is an input: a Parquet file, a directory (searched recursively;
+hidden and _underscore entries are ignored, files in it that are not Parquet
+are reported skipped) or a glob; local, file://, s3:// or s3a://. Without
+--output each file is replaced atomically in place; a symlink stays a link and
+the file it points to is replaced. With --output the inputs are never changed.
+
+Exit codes: 0 every file indexed, already indexed or skipped; 1 a file failed
+or changed while it was read, or an output was refused (nothing written); 2
+usage. The old form `retrofit SRC DST` (DST not existing) is refused with exit
+code 2: write `retrofit SRC --output DST` instead."""
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pageindex", description="Exact Parquet page indexes, appended without rewriting data.")
     p.add_argument("--version", action="version", version=f"pageindex {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("retrofit", help="add a ColumnIndex and OffsetIndex to a file")
-    r.add_argument("src")
-    r.add_argument("dst", nargs="?", help="output path (default: replace SRC atomically)")
+    r = sub.add_parser("retrofit", help="add a ColumnIndex and OffsetIndex to files, in place or to --output",
+                       description=RETROFIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to index")
+    r.add_argument("--output", metavar="PATH",
+                   help="write the indexed files here instead of in place: the output file for one "
+                        "input file, else a directory mirroring the inputs (a trailing / also asks "
+                        "for a directory); refused if it is one of the inputs")
+    r.add_argument("--overwrite", action="store_true",
+                   help="with --output: replace output files that already exist (refused otherwise)")
+    r.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="index N files at a time in worker processes (default 1)")
     r.add_argument("--truncate-length", type=int, default=64, metavar="N",
                    help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
     r.add_argument("--force", action="store_true", help="rebuild even if the file is already indexed")
@@ -130,20 +256,26 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (much faster; "
                         "values of floats and known-bad writers are still decoded)")
-    r.add_argument("--json", action="store_true", help="machine-readable output")
-    r.set_defaults(run=_cmd_retrofit)
+    r.add_argument("--json", action="store_true",
+                   help="print one JSON record per file (JSON lines) instead of text; the summary "
+                        "goes to stderr")
+    r.add_argument("--report", metavar="PATH",
+                   help="also write the per-file records here: Parquet if PATH ends in .parquet, "
+                        "else JSON lines (as the Spark job's --report)")
+    r.set_defaults(run=_cmd_retrofit, subparser=r)
 
-    i = sub.add_parser("inspect", help="show a file's page index, page by page")
-    i.add_argument("file")
-    i.add_argument("--json", action="store_true")
-    i.add_argument("--max-pages", type=int, default=20, help="pages shown per chunk (default 20)")
-    i.add_argument("--all-pages", action="store_true")
-    i.set_defaults(run=_cmd_inspect)
+    i = sub.add_parser("inspect", help="show files' page indexes, page by page")
+    i.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to show")
+    i.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
+    i.add_argument("--max-pages", type=int, default=20, metavar="N",
+                   help="pages shown per chunk (default 20)")
+    i.add_argument("--all-pages", action="store_true", help="show every page of every chunk")
+    i.set_defaults(run=_cmd_inspect, subparser=i)
 
-    v = sub.add_parser("verify", help="check a page index against the data")
-    v.add_argument("file")
-    v.add_argument("--json", action="store_true")
-    v.set_defaults(run=_cmd_verify)
+    v = sub.add_parser("verify", help="check files' page indexes against the data")
+    v.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to check")
+    v.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
+    v.set_defaults(run=_cmd_verify, subparser=v)
 
     lk = sub.add_parser("lookup", help="read only the pages that can hold matching rows")
     lk.add_argument("path", help="a Parquet file or a directory of them")
@@ -151,26 +283,31 @@ def parser() -> argparse.ArgumentParser:
                     help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
                          "BETWEEN, IN, IS [NOT] NULL, joined by AND)")
     lk.add_argument("--columns", help="comma-separated columns to return (default: all)")
-    lk.add_argument("--limit", type=int, help="print at most this many rows")
-    lk.add_argument("--json", action="store_true")
-    lk.set_defaults(run=_cmd_lookup)
+    lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
+    lk.add_argument("--json", action="store_true", help="rows and I/O counts as one JSON document")
+    lk.set_defaults(run=_cmd_lookup, subparser=lk)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
     if getattr(args, "truncate_length", 1) < 1:
-        parser().error("--truncate-length must be at least 1")
+        cli.error("--truncate-length must be at least 1")
+    if getattr(args, "jobs", 1) < 1:
+        cli.error("--jobs must be at least 1")
     try:
         return args.run(args)
+    except UsageError as err:
+        args.subparser.error(str(err))
     except BrokenPipeError:
         # The reader went away (`... | head`): silence the flush at exit, as the Python docs advise.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:
+        return 130
     except PageIndexError as err:
-        print(f"pageindex: error: {type(err).__name__}: {err}", file=sys.stderr)
-        if getattr(args, "json", False):
-            _print_json({"error": type(err).__name__, "message": str(err), "path": err.path})
+        _print_error(err, getattr(args, "json", False))
         return 1
 
 

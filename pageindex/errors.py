@@ -83,3 +83,8 @@ class StorageError(PageIndexError):
 
 class ConcurrentModificationError(StorageError):
     """The file changed while it was being processed, so it was not overwritten."""
+
+
+class OutputRefusedError(StorageError):
+    """An output path that would overwrite an input, an existing file (unless asked) or a
+    directory, so nothing was written."""

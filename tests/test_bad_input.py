@@ -231,7 +231,7 @@ def cli_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli_bad")
     dsts = {src: out / f"{i:02d}-{src.name}" for i, src in enumerate(CLI_SAMPLE)}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip(CLI_SAMPLE, pool.map(lambda s: _run_cli(["retrofit", str(s), str(dsts[s])]),
+        procs = dict(zip(CLI_SAMPLE, pool.map(lambda s: _run_cli(["retrofit", str(s), "--output", str(dsts[s])]),
                                               CLI_SAMPLE)))
     return SimpleNamespace(procs=procs, dsts=dsts, out=out)
 

@@ -5,10 +5,12 @@ Exit codes (pageindex/cli.py): 0 success, 1 a refused/failed file or a violation
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
+import pty
 import re
 import shutil
 import signal
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
+from pageindex.progress import render
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
 from tests.helpers.retrofit_checks import assert_same_data, footer_of
 
@@ -32,10 +35,10 @@ ROWS_PER_PAGE = 256
 PAGES = -(-ROWS // ROWS_PER_PAGE)  # 12
 MAGIC_BASE = 0x1122334455667788  # little-endian bytes occur nowhere else in the index region
 
-RETROFIT_KEYS = {"path", "output", "status", "bytes_in", "bytes_out", "row_groups", "pages",
-                 "chunks_with_column_index", "chunks_without_column_index", "chunks",
-                 "bytes_read", "seconds"}
-CHUNK_KEYS = {"row_group", "column", "pages", "offset_index", "column_index", "reason"}
+# One record per file, as the Spark job's --report writes them (pageindex/job/process.py).
+RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", "row_groups", "pages",
+                 "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
+                 "without_column_index_reasons", "bytes_read", "seconds"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
@@ -79,7 +82,7 @@ def files(tmp_path_factory):
     md = pq.ParquetFile(src).metadata
     assert not md.row_group(0).column(0).has_offset_index
     dst = d / "out" / "typed.indexed.parquet"
-    proc = ok(run_cli("retrofit", src, dst))
+    proc = ok(run_cli("retrofit", src, "--output", dst))
     return SimpleNamespace(dir=d, src=src, src_sha=sha(src), dst=dst, retrofit_stdout=proc.stdout)
 
 
@@ -90,7 +93,7 @@ def test_retrofit_to_dst(files):
     assert f"{files.src}: indexed -> {files.dst}" in out
     assert f"row groups 1, pages {6 * PAGES}, chunks 6 (6 with ColumnIndex, 0 without)" in out
     assert re.search(r"size \d+ -> \d+ bytes \(\+\d+\)", out)
-    assert sha(files.src) == files.src_sha, "retrofit SRC DST changed SRC"
+    assert sha(files.src) == files.src_sha, "retrofit SRC --output DST changed SRC"
     md = pq.ParquetFile(files.dst).metadata
     assert all(md.row_group(0).column(c).has_offset_index and md.row_group(0).column(c).has_column_index
                for c in range(md.num_columns))
@@ -110,25 +113,23 @@ def test_retrofit_in_place(files, tmp_path):
 
 def test_retrofit_json(files, tmp_path):
     out = tmp_path / "j.parquet"
-    proc = ok(run_cli("retrofit", "--json", files.src, out))
+    proc = ok(run_cli("retrofit", "--json", files.src, "--output", out))
     doc = json.loads(proc.stdout)
-    assert RETROFIT_KEYS <= set(doc), RETROFIT_KEYS - set(doc)
-    assert doc["status"] == "indexed"
+    assert set(doc) == RETROFIT_KEYS, set(doc) ^ RETROFIT_KEYS
+    assert doc["status"] == "indexed" and doc["reason"] == ""
     assert doc["path"] == str(files.src) and doc["output"] == str(out)
     assert doc["bytes_in"] == files.src.stat().st_size
     assert doc["bytes_out"] == out.stat().st_size
     assert doc["row_groups"] == 1 and doc["pages"] == 6 * PAGES
     assert doc["chunks_with_column_index"] == 6 and doc["chunks_without_column_index"] == 0
-    assert [c["column"] for c in doc["chunks"]] == ["i", "d", "dec", "s", "ts", "long"]
-    for c in doc["chunks"]:
-        assert CHUNK_KEYS <= set(c), CHUNK_KEYS - set(c)
-        assert c["pages"] == PAGES and c["offset_index"] and c["column_index"] and c["reason"] == ""
+    assert doc["chunks_from_page_stats"] == 0 and doc["without_column_index_reasons"] == {}
     assert out.read_bytes() == files.dst.read_bytes()
+    assert proc.stderr == "", "one file: no summary"
 
 
 def test_retrofit_truncate_length(files, tmp_path):
     out = tmp_path / "t8.parquet"
-    ok(run_cli("retrofit", "--truncate-length", "8", files.src, out))
+    ok(run_cli("retrofit", "--truncate-length", "8", files.src, "--output", out))
     view = json.loads(ok(run_cli("inspect", "--json", "--all-pages", out)).stdout)
     assert "truncate_length=8" in view["indexed_by_pageindex"]
     chunks = {c["column"]: c for c in view["chunks"]}
@@ -157,7 +158,7 @@ def test_second_run_reports_already_indexed_and_force_rebuilds(files, tmp_path):
     assert doc["status"] == "already_indexed"
     assert (copy.stat().st_mtime_ns, copy.read_bytes()) == before
     forced = tmp_path / "forced.parquet"
-    proc = ok(run_cli("retrofit", "--force", copy, forced))
+    proc = ok(run_cli("retrofit", "--force", copy, "--output", forced))
     assert f"{copy}: indexed -> {forced}" in proc.stdout
     old_footer_start = footer_of(before[1]).start
     assert forced.read_bytes()[:old_footer_start] == before[1][:old_footer_start]
@@ -167,11 +168,11 @@ def test_second_run_reports_already_indexed_and_force_rebuilds(files, tmp_path):
 
 def test_dry_run_writes_nothing(files, tmp_path):
     dst = tmp_path / "never.parquet"
-    proc = ok(run_cli("retrofit", "--dry-run", files.src, dst))
-    assert f"{files.src}: dry_run" in proc.stdout
+    proc = ok(run_cli("retrofit", "--dry-run", files.src, "--output", dst))
+    assert f"{files.src}: dry_run -> {dst}" in proc.stdout
     assert not dst.exists()
-    doc = json.loads(ok(run_cli("retrofit", "--dry-run", "--json", files.src, dst)).stdout)
-    assert doc["status"] == "dry_run" and doc["output"] is None
+    doc = json.loads(ok(run_cli("retrofit", "--dry-run", "--json", files.src, "--output", dst)).stdout)
+    assert doc["status"] == "dry_run" and doc["output"] == str(dst)  # where it would have gone
     assert doc["bytes_out"] == files.dst.stat().st_size  # the size it would have written
     assert not dst.exists()
     copy = tmp_path / "copy.parquet"
@@ -284,7 +285,9 @@ def test_verify_file_without_index(files):
     ["retrofit", "--no-such-flag", "x.parquet"],
     ["retrofit", "--truncate-length", "0", "x.parquet"],
     ["retrofit", "--truncate-length", "many", "x.parquet"],
-    ["retrofit", "a.parquet", "b.parquet", "c.parquet"],
+    ["retrofit", "--jobs", "0", "x.parquet"],
+    ["retrofit", "--overwrite", "x.parquet"],  # --overwrite is for --output only
+    ["retrofit", "a.parquet", "b.parquet"],  # the old SRC DST form, b.parquet missing
     ["inspect"],
     ["verify"],
 ], ids=lambda a: " ".join(a) or "no-args")
@@ -298,20 +301,32 @@ def test_missing_file_exits_1(command, tmp_path):
     missing = tmp_path / "nope.parquet"
     proc = ok(run_cli(command, missing), code=1)
     assert "StorageError" in proc.stderr and str(missing) in proc.stderr
-    assert "not found" in proc.stderr
+    assert "does not exist" in proc.stderr
     assert os.listdir(tmp_path) == []
 
 
-def test_not_parquet_exits_1_and_json_error(tmp_path):
+def test_not_parquet_named_fails(tmp_path):
+    """A file named on the command line is meant to be Parquet: it fails (found in a directory
+    it would be skipped, see test_directory_mirrored_to_output)."""
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet at all, just some text" * 10)
-    proc = ok(run_cli("retrofit", junk, tmp_path / "out.parquet"), code=1)
-    assert "MalformedFileError" in proc.stderr or "NotParquetError" in proc.stderr
-    assert str(junk) in proc.stderr
-    proc = ok(run_cli("retrofit", "--json", junk), code=1)
-    doc = json.loads(proc.stdout)
-    assert set(doc) >= {"error", "message", "path"} and doc["path"] == str(junk)
+    before = (junk.stat().st_mtime_ns, junk.read_bytes())
+    proc = ok(run_cli("retrofit", junk, "--output", tmp_path / "out.parquet"), code=1)
+    assert f"pageindex: error: {junk}: failed: NotParquetError: no Parquet magic" in proc.stderr
+    doc = json.loads(ok(run_cli("retrofit", "--json", junk), code=1).stdout)
+    assert doc["status"] == "failed" and doc["path"] == str(junk) and "NotParquetError" in doc["reason"]
+    for command in ("inspect", "verify"):
+        proc = ok(run_cli(command, junk), code=1)
+        assert f"NotParquetError: {junk}" in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["junk.parquet"]
+    assert (junk.stat().st_mtime_ns, junk.read_bytes()) == before
+
+
+def test_run_error_as_json(tmp_path):
+    missing = tmp_path / "nope.parquet"
+    proc = ok(run_cli("retrofit", "--json", missing), code=1)
+    doc = json.loads(proc.stdout)
+    assert doc == {"error": "StorageError", "message": f"{missing}: input does not exist", "path": str(missing)}
 
 
 def test_output_into_a_closed_pipe_has_no_traceback(tmp_path):
@@ -323,9 +338,276 @@ def test_output_into_a_closed_pipe_has_no_traceback(tmp_path):
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "pageindex", "inspect", "--json", "--all-pages", str(src)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT, env=env)
-    assert proc.stdout.readline().strip() == b"{"
+    assert proc.stdout.read(1) == b"{"
     proc.stdout.close()  # like `head -1` exiting: the output is far larger than a pipe buffer
     stderr = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert "Traceback" not in stderr, stderr
     assert proc.returncode >= 0 or proc.returncode == -signal.SIGPIPE, proc.returncode
+
+
+# ---------------------------------------------------------------- many files (issue 26)
+
+def write_rows(path: Path, first: int, rows: int = 2000) -> Path:
+    """A small file without a page index whose rows start at `first` (to tell files apart)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"k": pa.array(range(first, first + rows), pa.int64()),
+                      "s": pa.array([f"v{k:07d}" for k in range(first, first + rows)])})
+    pq.write_table(table, path, data_page_size=1024, write_batch_size=256, write_page_index=False)
+    return path
+
+
+def state(path: Path) -> tuple[int, bytes]:
+    return path.stat().st_mtime_ns, path.read_bytes()
+
+
+def keys(path: Path) -> list[int]:
+    return pq.read_table(path).column("k").to_pylist()
+
+
+def indexed(path: Path) -> bool:
+    md = pq.ParquetFile(path).metadata
+    return all(md.row_group(r).column(c).has_offset_index and md.row_group(r).column(c).has_column_index
+               for r in range(md.num_row_groups) for c in range(md.num_columns))
+
+
+def test_glob_of_two_files_indexes_both_in_place(tmp_path):
+    """The data-loss report: `retrofit *.parquet` in a folder of eu.parquet and us.parquet wrote
+    eu's rows over us.parquet. Every path is an input now; each file keeps its own rows."""
+    eu, us = write_rows(tmp_path / "eu.parquet", 0), write_rows(tmp_path / "us.parquet", 1_000_000)
+    proc = ok(run_cli("retrofit", *sorted(tmp_path.glob("*.parquet"))))
+    assert f"{eu}: indexed\n" in proc.stdout and f"{us}: indexed\n" in proc.stdout
+    assert "indexed ->" not in proc.stdout
+    assert "pageindex retrofit: 2 files" in proc.stdout and re.search(r"indexed\s+2 files", proc.stdout)
+    assert keys(eu) == list(range(0, 2000)) and keys(us) == list(range(1_000_000, 1_002_000))
+    assert indexed(eu) and indexed(us)
+    out = ok(run_cli("verify", eu, us)).stdout
+    assert f"{eu}: OK" in out and f"{us}: OK" in out
+    assert sorted(os.listdir(tmp_path)) == ["eu.parquet", "us.parquet"]
+
+
+def test_old_src_dst_form_is_refused(tmp_path):
+    src = write_rows(tmp_path / "src.parquet", 0)
+    before = state(src)
+    proc = ok(run_cli("retrofit", src, tmp_path / "dst.parquet"), code=2)
+    assert "usage:" in proc.stderr and f"--output {tmp_path / 'dst.parquet'}" in proc.stderr
+    assert state(src) == before and sorted(os.listdir(tmp_path)) == ["src.parquet"]
+
+
+def test_existing_output_needs_overwrite(tmp_path):
+    src = write_rows(tmp_path / "src.parquet", 0)
+    dst = write_rows(tmp_path / "dst.parquet", 500)
+    before, src_before = state(dst), state(src)
+    proc = ok(run_cli("retrofit", src, "--output", dst), code=1)
+    assert "OutputRefusedError" in proc.stderr and f"{dst}: exists" in proc.stderr and "--overwrite" in proc.stderr
+    assert state(dst) == before and state(src) == src_before
+    ok(run_cli("retrofit", src, "--output", dst, "--overwrite"))
+    assert keys(dst) == keys(src) and indexed(dst) and state(src) == src_before
+    expected = tmp_path / "expected.parquet"
+    pageindex.retrofit(str(src), str(expected))
+    assert dst.read_bytes() == expected.read_bytes()
+
+
+def test_output_that_is_an_input_is_refused(tmp_path):
+    src = write_rows(tmp_path / "d" / "src.parquet", 0)
+    link = tmp_path / "link.parquet"
+    link.symlink_to(src)
+    before = state(src)
+    for output in (src, link, tmp_path / "d"):  # the file, a link to it, its directory mirrored
+        args = (tmp_path / "d", "--output", output) if output.is_dir() else (src, "--output", output)
+        proc = ok(run_cli("retrofit", *args, "--overwrite"), code=1)
+        assert "OutputRefusedError" in proc.stderr and "is one of the inputs" in proc.stderr, proc.stderr
+    assert state(src) == before and link.is_symlink()
+
+
+def test_directory_as_output_for_one_file(tmp_path):
+    src = write_rows(tmp_path / "src.parquet", 0)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = ok(run_cli("retrofit", src, "--output", out), code=1)
+    assert "OutputRefusedError" in proc.stderr and f"{out}: is a directory" in proc.stderr
+    assert os.listdir(out) == []
+    ok(run_cli("retrofit", src, "--output", f"{out}/"))  # a trailing slash: into the directory
+    assert os.listdir(out) == ["src.parquet"] and keys(out / "src.parquet") == keys(src)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A dataset directory: partitions, a hidden and an underscore entry, a non-Parquet file."""
+    root = tmp_path / "data"
+    for i, rel in enumerate(["a.parquet", "day=1/b.parquet", "day=2/c.parquet", "day=2/deep/d.parquet"]):
+        write_rows(root / rel, i * 10_000)
+    write_rows(root / "_tmp" / "x.parquet", 99)
+    write_rows(root / ".hidden.parquet", 98)
+    (root / "_SUCCESS").write_bytes(b"")
+    (root / "day=1" / "README.txt").write_text("not data")
+    return root
+
+
+DATA = ["a.parquet", "day=1/b.parquet", "day=2/c.parquet", "day=2/deep/d.parquet"]
+
+
+def files_below(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_directory_mirrored_to_output(tree, tmp_path):
+    before = {rel: state(tree / rel) for rel in files_below(tree)}
+    out = tmp_path / "out"
+    report = tmp_path / "reports" / "run.jsonl"
+    proc = ok(run_cli("retrofit", tree, "--output", out, "--json", "--report", report))
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    by_path = {r["path"]: r for r in records}
+    assert sorted(by_path) == sorted(str(tree / rel) for rel in [*DATA, "day=1/README.txt"])
+    skipped = by_path[str(tree / "day=1" / "README.txt")]
+    assert skipped["status"] == "skipped" and "magic" in skipped["reason"]
+    assert all(by_path[str(tree / rel)]["status"] == "indexed" for rel in DATA)
+    assert all(by_path[str(tree / rel)]["output"] == str(out / rel) for rel in DATA)
+    assert files_below(out) == DATA, "hidden, underscore and non-Parquet entries are not mirrored"
+    for rel in DATA:
+        assert keys(out / rel) == keys(tree / rel) and indexed(out / rel)
+    assert {rel: state(tree / rel) for rel in files_below(tree)} == before, "an input changed"
+    assert [json.loads(line) for line in report.read_text().splitlines()] == records
+    assert "pageindex retrofit: 5 files" in proc.stderr and re.search(r"skipped\s+1 files", proc.stderr)
+
+
+def test_jobs_2_writes_what_jobs_1_writes(tree, tmp_path):
+    ok(run_cli("retrofit", tree, "--output", tmp_path / "one", "--jobs", "1"))
+    ok(run_cli("retrofit", tree, "--output", tmp_path / "two", "--jobs", "2"))
+    assert files_below(tmp_path / "one") == files_below(tmp_path / "two") == DATA
+    for rel in DATA:
+        assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes()
+
+
+def test_one_corrupt_file_fails_the_run_not_the_others(tree, tmp_path):
+    bad = tree / "day=2" / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\0" * 200 + b"PAR1")
+    bad_before = state(bad)
+    report = tmp_path / "run.parquet"
+    proc = ok(run_cli("retrofit", tree, "--jobs", "2", "--report", report), code=1)
+    assert f"pageindex: error: {bad}: failed: MalformedFileError" in proc.stderr
+    assert re.search(r"failed\s+1 files", proc.stdout) and re.search(r"indexed\s+4 files", proc.stdout)
+    assert state(bad) == bad_before
+    for rel in DATA:
+        assert indexed(tree / rel) and keys(tree / rel)[0] == DATA.index(rel) * 10_000
+    rows = pq.read_table(report).to_pylist()
+    assert {r["path"]: r["status"] for r in rows}[str(bad)] == "failed" and len(rows) == 6
+    verified = run_cli("verify", tree)
+    assert verified.returncode == 1 and "MalformedFileError" in verified.stderr  # the bad file
+    assert sum(": OK" in line for line in verified.stdout.splitlines()) == len(DATA)
+
+
+def test_inspect_and_verify_take_several_paths(tree, files):
+    proc = ok(run_cli("verify", "--json", tree / "a.parquet", files.dst, tree / "day=2"))
+    docs = [json.loads(line) for line in proc.stdout.splitlines()]
+    # in path order, as the job's discovery lists them
+    expected = {str(tree / "a.parquet"): 0, str(files.dst): 6, str(tree / "day=2" / "c.parquet"): 0,
+                str(tree / "day=2" / "deep" / "d.parquet"): 0}
+    assert [d["path"] for d in docs] == sorted(expected)
+    assert {d["path"]: d["chunks_with_offset_index"] for d in docs} == expected
+    proc = ok(run_cli("inspect", "--json", files.dst, tree / "day=1"))
+    docs = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [d["path"] for d in docs] == sorted([str(files.dst), str(tree / "day=1" / "b.parquet")])
+    assert f"{tree / 'day=1' / 'README.txt'}: skipped: no Parquet magic" in proc.stderr
+    text = ok(run_cli("inspect", files.dst, tree / "a.parquet")).stdout
+    assert f"file: {files.dst}" in text and f"file: {tree / 'a.parquet'}" in text
+
+
+def test_in_place_refused_on_a_delta_table(tree):
+    (tree / "_delta_log").mkdir()
+    before = {rel: state(tree / rel) for rel in DATA}
+    proc = ok(run_cli("retrofit", tree), code=2)
+    assert "delta table" in proc.stderr and "--output" in proc.stderr
+    assert {rel: state(tree / rel) for rel in DATA} == before
+
+
+# ---------------------------------------------------------------- files that cannot be replaced
+
+@contextlib.contextmanager
+def immutable(path: Path):
+    """chattr +i: not even root may rename over or into it. Skips where chattr is refused."""
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and ext4/xfs/btrfs)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_immutable_file_in_place_is_a_typed_error(tmp_path):
+    src = write_rows(tmp_path / "frozen.parquet", 0)
+    before = state(src)
+    with immutable(src):
+        proc = ok(run_cli("retrofit", src), code=1)
+        assert f"pageindex: error: {src}: failed: StorageError" in proc.stderr
+        assert str(src) in proc.stderr.split("StorageError", 1)[1]
+        assert state(src) == before
+    assert os.listdir(tmp_path) == ["frozen.parquet"], "temporary left behind"
+
+
+def test_read_only_directory_is_a_typed_error(tmp_path):
+    folder = tmp_path / "ro"
+    src = write_rows(folder / "data.parquet", 0)
+    before = state(src)
+    if os.geteuid() == 0:
+        context = immutable(folder)  # root ignores permission bits
+    else:
+        folder.chmod(0o555)
+        context = contextlib.nullcontext()
+    try:
+        with context:
+            proc = ok(run_cli("retrofit", src), code=1)
+            assert f"pageindex: error: {src}: failed: StorageError" in proc.stderr
+            assert state(src) == before and os.listdir(folder) == ["data.parquet"]
+    finally:
+        folder.chmod(0o755)
+
+
+def test_symlink_in_place_replaces_its_target(tmp_path):
+    """Decided (README, --help): a link named in place stays a link; the file it points to is
+    replaced atomically, as through any writer that opens the link."""
+    target = write_rows(tmp_path / "store" / "real.parquet", 0)
+    link = tmp_path / "link.parquet"
+    link.symlink_to(target)
+    expected = tmp_path / "expected.parquet"
+    pageindex.retrofit(str(target), str(expected))
+    proc = ok(run_cli("retrofit", link))
+    assert f"{link}: indexed" in proc.stdout
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == expected.read_bytes()
+    assert os.listdir(target.parent) == ["real.parquet"]
+
+
+# ---------------------------------------------------------------- progress
+
+def test_progress_bar_only_on_a_terminal(tree):
+    piped = ok(run_cli("retrofit", "--dry-run", tree))
+    assert "\r" not in piped.stderr and "ETA" not in piped.stderr
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    master, slave = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "pageindex", "retrofit", "--dry-run", str(tree)],
+                          stdout=subprocess.PIPE, stderr=slave, cwd=REPO_ROOT, env=env, timeout=120)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert proc.returncode == 0
+    bars = shown.decode().split("\r")
+    assert any(re.match(r"\[#+-*\] [1-5]/5 files .*/s  (ETA|done)", bar) for bar in bars), bars
+    assert any(re.match(r"\[#{24}\] 5/5 files .* done", bar) for bar in bars), bars
+
+
+def test_progress_render():
+    assert render(0, 4, 0, 4096, 0.0) == "[------------------------] 0/4 files  0 B/4.0 KiB  0 B/s  ETA --:--"
+    assert render(2, 4, 1024, 4096, 2.0) == "[######------------------] 2/4 files  1.0 KiB/4.0 KiB  512 B/s  ETA 0:06"
+    assert render(4, 4, 4096, 4096, 1.0).endswith("4.0 KiB/s  done")
+    assert render(1, 2, 1 << 30, 1 << 31, 1.0).endswith("ETA 0:01")

@@ -230,7 +230,7 @@ def test_cli_reports_rewrite_as_changed(made, tmp_path, monkeypatch):
     rest, _ = proc.communicate(timeout=120)
     out = "".join(lines) + rest
     assert proc.returncode == 1, out
-    assert "pageindex: error: ConcurrentModificationError" in out and "changed" in out, out
+    assert f"pageindex: error: {path}: changed: ConcurrentModificationError: file changed" in out, out
     assert "Traceback" not in out
     assert path.read_bytes() == expected
     assert temporaries(tmp_path) == []

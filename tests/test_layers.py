@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pageindex.index",),
     ("pageindex.query",),
     ("pageindex.retrofit", "pageindex.verify", "pageindex.inspection"),
-    ("pageindex.cli", "pageindex.job", "pageindex.__main__", "pageindex"),
+    ("pageindex.cli", "pageindex.targets", "pageindex.progress", "pageindex.job", "pageindex.__main__",
+     "pageindex"),
 )
 
 

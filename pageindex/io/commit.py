@@ -230,8 +230,13 @@ class _LocalCommit(PendingCommit):
     (and its fsync) runs in a thread from the start; the kernel copies, overlapping the caller."""
 
     def __init__(self, source: Source, prefix_length: int, dst: str, dst_fs: Any) -> None:
+        in_place = dst == source.path and dst_fs is source.fs
+        if in_place:
+            # A symlink stays a link: the file it points to is replaced (its temporary sibling
+            # is made beside that file), as any writer through the link would change it.
+            dst = os.path.realpath(dst)
         super().__init__(source, prefix_length, dst, dst_fs)
-        self.in_place = dst == source.path and dst_fs is source.fs
+        self.in_place = in_place
         self.parent = os.path.dirname(os.path.abspath(dst))
         self.tmp = temp_name(dst)
         with storage_errors("create the temporary file", dst):
@@ -283,7 +288,10 @@ class _LocalCommit(PendingCommit):
             _fsync_dir(self.parent)
         except BaseException:
             self.abort()
-            raise
+            # An immutable file (chattr +i), a full disk, a directory in the file's place: a
+            # typed error naming the file, which is left as it was.
+            with storage_errors("commit", self.dst):
+                raise
 
     def _swap_in(self) -> bool:
         """Replace the source with the temporary by an atomic exchange, then look at what was

@@ -42,18 +42,19 @@ def output_url(file: InputFile, options: JobOptions) -> str | None:
 
 
 def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
+    return process_to(file, output_url(file, options), options)
+
+
+def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict[str, Any]:
+    """process_file with the destination given (None: in place), for callers that map outputs
+    their own way (the CLI writes a single input to the --output file itself)."""
     started = time.monotonic()
-    record: dict[str, Any] = {
-        "path": file.url, "output": output_url(file, options), "status": FAILED, "reason": "",
-        "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
-        "chunks_with_column_index": 0, "chunks_without_column_index": 0,
-        "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
-    }
+    record = failed_record(file, output, "")
     try:
         fs, path = filesystem_for(file.url, options.storage_options)
         dst_fs, dst = None, None
-        if options.output is not None:
-            dst_fs, dst = filesystem_for(record["output"], options.storage_options)
+        if output is not None:
+            dst_fs, dst = filesystem_for(output, options.storage_options)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
@@ -63,6 +64,7 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
             chunks_with_column_index=sum(c.column_index for c in result.chunks),
             chunks_without_column_index=sum(not c.column_index for c in result.chunks),
+            chunks_from_page_stats=sum(c.source == "page_stats" for c in result.chunks),
         )
         reasons: dict[str, int] = {}
         for c in result.chunks:
@@ -70,20 +72,29 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
         if result.status == ALREADY and options.copy_unchanged and dst is not None and not options.dry_run:
-            copy_file(file.url, record["output"], options.storage_options)
+            copy_file(file.url, output, options.storage_options)
     except NotParquetError as err:
         record.update(status=SKIPPED, reason=err.reason)
-    except ConcurrentModificationError as err:
-        record.update(status=CHANGED, reason=err.reason)
     except PageIndexError as err:
-        record.update(status=FAILED, reason=f"{type(err).__name__}: {err.message(with_path=False)}")
+        record.update(status=CHANGED if isinstance(err, ConcurrentModificationError) else FAILED,
+                      reason=f"{type(err).__name__}: {err.message(with_path=False)}")
     except Exception as err:  # noqa: BLE001 - one bad file must not end the job
         log.exception("internal error on %s", file.url)
         record.update(status=FAILED, reason=f"internal error: {type(err).__name__}: {err}")
-    if record["status"] == SKIPPED and options.copy_unchanged and options.output and not options.dry_run:
+    if record["status"] == SKIPPED and options.copy_unchanged and output is not None and not options.dry_run:
         _copy_quietly(file, record, options)
     record["seconds"] = round(time.monotonic() - started, 6)
     return record
+
+
+def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str, Any]:
+    """The record of a file that was not processed: also what process_to starts from."""
+    return {
+        "path": file.url, "output": output, "status": FAILED, "reason": reason,
+        "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
+        "chunks_with_column_index": 0, "chunks_without_column_index": 0, "chunks_from_page_stats": 0,
+        "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
+    }
 
 
 def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) -> None:

@@ -33,7 +33,8 @@ def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[
             out.write(json.dumps(r, sort_keys=True) + "\n")
 
 
-def _size(n: float) -> str:
+def format_size(n: float) -> str:
+    """A byte count in binary units: 512 B, 1.5 KiB, 2.0 GiB."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -41,21 +42,21 @@ def _size(n: float) -> str:
     return f"{n} B"
 
 
-def summary(records: list[dict[str, Any]], seconds: float) -> str:
+def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageindex job") -> str:
     counts = Counter(r["status"] for r in records)
     sizes: dict[str, int] = defaultdict(int)
     for r in records:
         sizes[r["status"]] += r["bytes_in"]
-    lines = [f"pageindex job: {len(records)} files in {seconds:.1f}s"]
+    lines = [f"{title}: {len(records)} files in {seconds:.1f}s"]
     for status in STATUSES:
         if counts[status]:
-            lines.append(f"  {status:<16} {counts[status]:>8} files {_size(sizes[status]):>12}")
+            lines.append(f"  {status:<16} {counts[status]:>8} files {format_size(sizes[status]):>12}")
     written = [r for r in records if r["status"] in ("indexed", "dry_run")]
     pages = sum(r["pages"] for r in written)
     read = sum(r["bytes_read"] for r in records)
     lines.append(f"  pages indexed    {pages:>8}")
-    lines.append(f"  bytes read       {_size(read):>12}"
-                 f"   throughput {_size(read / seconds if seconds > 0 else 0)}/s")
+    lines.append(f"  bytes read       {format_size(read):>12}"
+                 f"   throughput {format_size(read / seconds if seconds > 0 else 0)}/s")
     without = Counter()
     for r in written:
         without.update(r["without_column_index_reasons"])

@@ -70,16 +70,18 @@ def table_location(spark: Any, name: str) -> tuple[str, str | None]:
     return info["Location"], info.get("Provider")
 
 
-def check_modes(args: argparse.Namespace, found: Discovery, provider: str | None) -> None:
+def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] | None = None) -> None:
+    """Refuse in place on a table format that records file sizes, and an --output tree that
+    would get two files at one path. `table`: a catalog table's name and provider, if any."""
     formats = list(found.table_formats)
-    if provider and provider.lower() in ("delta", "iceberg", "hudi"):
-        formats.append((args.table, provider.lower()))
-    if args.in_place and formats:
+    if table and table[1] and table[1].lower() in ("delta", "iceberg", "hudi"):
+        formats.append((table[0], table[1].lower()))
+    if in_place and formats:
         where, kind = formats[0]
         raise UsageError(
             f"{where} is (or holds) a {kind} table; {kind} records each data file's size, so "
             "changing files in place would corrupt the table. Use --output to write indexed copies.")
-    if args.output:
+    if not in_place:
         relatives = [f.relative for f in found.files]
         if len(set(relatives)) != len(relatives):
             raise UsageError("the inputs hold files with the same path below their input roots; "
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace, spark: Any) -> int:
         location, provider = table_location(spark, args.table)
         inputs = [location]
     found = discover(inputs, options)
-    check_modes(args, found, provider)
+    check_modes(found, args.in_place, (args.table, provider) if args.table else None)
     files = list(found.files)
     log.warning("found %d files (%d bytes) under %d input(s)", len(files),
                 sum(f.size for f in files), len(inputs))
