@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
+from pageindex.io.discovery import filesystem_for
+from pageindex.io.storage import storage_options_from
 from pageindex.job.process import ALREADY, CHANGED, FAILED, SKIPPED, JobOptions, failed_record, process_to
 from pageindex.job.report import summary, write_report
 from pageindex.job.spark import UsageError
@@ -26,7 +28,6 @@ from pageindex.verify import verify
 from pageindex.version import __version__
 
 # S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
-STORAGE_OPTIONS: dict[str, Any] = {}
 NOT_DONE = (FAILED, CHANGED)  # the statuses that make `retrofit` exit 1
 
 
@@ -93,7 +94,7 @@ def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterato
 
 
 def _cmd_retrofit(args: argparse.Namespace) -> int:
-    legacy = legacy_destination(args.paths, args.output, STORAGE_OPTIONS)
+    legacy = legacy_destination(args.paths, args.output, args.storage_options)
     if legacy is not None:
         raise UsageError(
             f"{legacy} does not exist. Every path is now an input, indexed in place; to write "
@@ -101,9 +102,9 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     if args.overwrite and args.output is None:
         raise UsageError("--overwrite applies to --output only (in place, the file is always replaced)")
     started = time.monotonic()
-    targets = plan(args.paths, args.output, args.overwrite, STORAGE_OPTIONS)
+    targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
     options = JobOptions(dry_run=args.dry_run, force=args.force, truncate_length=args.truncate_length,
-                         trust_page_stats=args.trust_page_stats)
+                         trust_page_stats=args.trust_page_stats, storage_options=args.storage_options)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
     records = []
@@ -121,7 +122,7 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     progress.clear()
     records.sort(key=lambda r: r["path"])
     if args.report:
-        write_report(records, args.report, STORAGE_OPTIONS)
+        write_report(records, args.report, args.storage_options)
     if args.json:
         for record in records:
             _print_json_line(record)
@@ -131,14 +132,14 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     return 1 if any(r["status"] in NOT_DONE for r in records) else 0
 
 
-def _each_file(paths: list[str], as_json: bool, show: Callable[[str], int]) -> int:
+def _each_file(args: argparse.Namespace, show: Callable[[str, Any], int]) -> int:
     """`show` for every file below `paths` (its exit code); a file that fails is reported and
     the others go on; one that is not Parquet fails if named, else is reported skipped. The
     highest exit code."""
-    code = 0
-    for target in expand(paths, STORAGE_OPTIONS):
+    code, as_json = 0, args.json
+    for target in expand(args.paths, args.storage_options):
         try:
-            code = max(code, show(target.file.url))
+            code = max(code, show(target.file.url, filesystem_for(target.file.url, args.storage_options)[0]))
         except NotParquetError as err:
             if target.named:
                 _print_error(err, as_json)
@@ -155,8 +156,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     max_pages = 1 << 62 if args.all_pages else args.max_pages
     shown = []
 
-    def show(path: str) -> int:
-        view = inspect_file(path)
+    def show(path: str, filesystem: Any) -> int:
+        view = inspect_file(path, filesystem)
         if args.json:
             _print_json_line(view.to_dict())
         else:
@@ -164,12 +165,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         shown.append(path)
         return 0
 
-    return _each_file(args.paths, args.json, show)
+    return _each_file(args, show)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    def show(path: str) -> int:
-        result = verify(path)
+    def show(path: str, filesystem: Any) -> int:
+        result = verify(path, filesystem)
         if args.json:
             _print_json_line(result.to_dict())
             return 0 if result.ok else 1
@@ -182,12 +183,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print("  (the file has no page index to verify)")
         return 0 if result.ok else 1
 
-    return _each_file(args.paths, args.json, show)
+    return _each_file(args, show)
 
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-    table, stats = lookup(args.path, args.where, columns=columns)
+    filesystem = filesystem_for(args.path, args.storage_options)[0]
+    table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem)
     shown = table if args.limit is None else table.slice(0, args.limit)
     if args.json:
         _print_json({"rows": _printable(shown).to_pylist(), "num_rows": table.num_rows,
@@ -233,12 +235,25 @@ usage. The old form `retrofit SRC DST` (DST not existing) is refused with exit
 code 2: write `retrofit SRC --output DST` instead."""
 
 
+def storage_arguments() -> argparse.ArgumentParser:
+    """The options every command takes to reach an object store (as the Spark job does)."""
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("--s3-endpoint-url", metavar="URL",
+                        help="S3-compatible endpoint (MinIO, Ceph, R2, ...); the AWS_ENDPOINT_URL_S3 "
+                             "environment variable does the same")
+    shared.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an fsspec storage option, repeatable; a dotted KEY nests "
+                             "(client_kwargs.region_name=eu-west-1), a JSON VALUE is parsed (anon=true)")
+    return shared
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pageindex", description="Exact Parquet page indexes, appended without rewriting data.")
+    storage = storage_arguments()
     p.add_argument("--version", action="version", version=f"pageindex {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("retrofit", help="add a ColumnIndex and OffsetIndex to files, in place or to --output",
+    r = sub.add_parser("retrofit", parents=[storage], help="add a ColumnIndex and OffsetIndex to files, in place or to --output",
                        description=RETROFIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to index")
     r.add_argument("--output", metavar="PATH",
@@ -264,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
                         "else JSON lines (as the Spark job's --report)")
     r.set_defaults(run=_cmd_retrofit, subparser=r)
 
-    i = sub.add_parser("inspect", help="show files' page indexes, page by page")
+    i = sub.add_parser("inspect", parents=[storage], help="show files' page indexes, page by page")
     i.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to show")
     i.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
     i.add_argument("--max-pages", type=int, default=20, metavar="N",
@@ -272,12 +287,12 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--all-pages", action="store_true", help="show every page of every chunk")
     i.set_defaults(run=_cmd_inspect, subparser=i)
 
-    v = sub.add_parser("verify", help="check files' page indexes against the data")
+    v = sub.add_parser("verify", parents=[storage], help="check files' page indexes against the data")
     v.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to check")
     v.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
     v.set_defaults(run=_cmd_verify, subparser=v)
 
-    lk = sub.add_parser("lookup", help="read only the pages that can hold matching rows")
+    lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows")
     lk.add_argument("path", help="a Parquet file or a directory of them")
     lk.add_argument("--where", required=True,
                     help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
@@ -296,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error("--truncate-length must be at least 1")
     if getattr(args, "jobs", 1) < 1:
         cli.error("--jobs must be at least 1")
+    try:
+        args.storage_options = storage_options_from(args.s3_endpoint_url, args.storage_option)
+    except ValueError as err:
+        args.subparser.error(str(err))
     try:
         return args.run(args)
     except UsageError as err:

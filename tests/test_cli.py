@@ -611,3 +611,63 @@ def test_progress_render():
     assert render(2, 4, 1024, 4096, 2.0) == "[######------------------] 2/4 files  1.0 KiB/4.0 KiB  512 B/s  ETA 0:06"
     assert render(4, 4, 4096, 4096, 1.0).endswith("4.0 KiB/s  done")
     assert render(1, 2, 1 << 30, 1 << 31, 1.0).endswith("ETA 0:01")
+
+
+# ---------------------------------------------------------------- object stores (moto)
+
+def _run_cli_env(env_update: dict[str, str | None], *args: str | Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    for key, value in env_update.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, "-m", "pageindex", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, cwd=REPO_ROOT, env=env, check=False)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_every_command_reaches_an_s3_compatible_endpoint(how, s3_server, s3_bucket, tmp_path):
+    """Through --s3-endpoint-url with no endpoint in the environment, and through
+    AWS_ENDPOINT_URL_S3 (botocore's own variable) with no flag."""
+    from tests.helpers import s3 as s3h
+
+    local = tmp_path / "data.parquet"
+    write_sorted_int_file(local, ROWS, page_index=False)
+    client = s3h.boto3_client(s3_server)
+    client.put_object(Bucket=s3_bucket, Key="t/data.parquet", Body=local.read_bytes())
+    url = f"s3://{s3_bucket}/t/data.parquet"
+    if how == "flag":
+        env, flags = {"AWS_ENDPOINT_URL_S3": None, "AWS_ENDPOINT_URL": None}, ["--s3-endpoint-url", s3_server]
+    else:
+        env, flags = {"AWS_ENDPOINT_URL_S3": s3_server}, []
+
+    ok(_run_cli_env(env, "retrofit", url, *flags))
+    indexed = tmp_path / "indexed.parquet"
+    indexed.write_bytes(client.get_object(Bucket=s3_bucket, Key="t/data.parquet")["Body"].read())
+    assert pq.ParquetFile(indexed).metadata.row_group(0).column(0).has_column_index
+    assert_same_data(local, indexed)
+    assert pageindex.verify(str(indexed)).ok
+
+    assert "VIOLATIONS" not in ok(_run_cli_env(env, "verify", url, *flags)).stdout
+    view = json.loads(ok(_run_cli_env(env, "inspect", "--json", url, *flags)).stdout)
+    assert view["path"].endswith("t/data.parquet")
+    found = json.loads(ok(_run_cli_env(env, "lookup", url, "--where", "k = 7", "--json", *flags)).stdout)
+    assert found["num_rows"] == 1
+
+
+def test_without_an_endpoint_s3_is_not_reached(tmp_path):
+    """The flag above is what made the difference: with neither, the CLI fails cleanly."""
+    env = {"AWS_ENDPOINT_URL_S3": None, "AWS_ENDPOINT_URL": None, "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_MAX_ATTEMPTS": "1", "AWS_DEFAULT_REGION": "us-east-1"}
+    proc = _run_cli_env(env, "verify", "s3://no-such-bucket-pageindex/x.parquet", "--s3-endpoint-url",
+                        "http://127.0.0.1:9")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_storage_option_syntax_errors_are_usage_errors():
+    proc = _run_cli_env({}, "verify", "x.parquet", "--storage-option", "novalue")
+    assert proc.returncode == 2 and "KEY=VALUE" in proc.stderr

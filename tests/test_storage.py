@@ -108,3 +108,18 @@ def test_retrofit_through_the_spare_is_byte_identical(small_reuse, tmp_path, mon
     assert not any(reused)
     for i, f in enumerate(files):
         assert outputs["spare", i] == outputs["fresh", i], f
+
+
+def test_storage_options_from_the_command_line():
+    from pageindex.io.storage import storage_options_from
+
+    assert storage_options_from(None) == {}
+    assert storage_options_from("http://127.0.0.1:9000", ["anon=true", "client_kwargs.region_name=eu-west-1",
+                                                          "default_block_size=1048576", "profile=prod"]) == {
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "eu-west-1"},
+        "anon": True, "default_block_size": 1048576, "profile": "prod"}
+    for bad in ("novalue", "=x"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            storage_options_from(None, [bad])
+    with pytest.raises(ValueError, match="already set"):
+        storage_options_from(None, ["profile=a", "profile.x=1"])

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pageindex.errors import StorageError
-from pageindex.io.storage import normalize_url, resolve
+from pageindex.io.storage import normalize_url, resolve, storage_errors
 
 
 @dataclass(frozen=True)
@@ -109,26 +109,33 @@ def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -
     files: dict[str, InputFile] = {}
     formats: list[tuple[str, str]] = []
     for raw in inputs:
-        fs, path = filesystem_for(raw, storage_options)
-        # A long-lived driver must see the store as it is now, not as an earlier run listed it.
-        fs.invalidate_cache()
-        is_glob = any(c in path for c in "*?[")
-        root = glob_root(path) if is_glob else None
-        matches = fs.glob(path) if is_glob else [path]
-        if is_glob:
-            matches = [m for m in matches if not is_hidden(m[len(root):].strip("/"))]
-        if not matches:
-            raise StorageError("input matches nothing", path=raw)
-        for match in matches:
-            found, below = _expand(fs, match, raw, root)
-            kind = table_format(fs, match if fs.isdir(match) else posixpath.dirname(match))
-            if kind:
-                formats.append((raw, kind))
-            else:
-                formats += [(_with_protocol(fs, where, raw), k) for where, k in below]
-            for f in found:
-                files.setdefault(f.url, f)
+        # An unreachable store, bad credentials: a StorageError naming the input, not a traceback.
+        with storage_errors("list", raw):
+            _discover_one(raw, storage_options, files, formats)
     return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
+
+
+def _discover_one(raw: str, storage_options: dict[str, Any], files: dict[str, InputFile],
+                  formats: list[tuple[str, str]]) -> None:
+    fs, path = filesystem_for(raw, storage_options)
+    # A long-lived driver must see the store as it is now, not as an earlier run listed it.
+    fs.invalidate_cache()
+    is_glob = any(c in path for c in "*?[")
+    root = glob_root(path) if is_glob else None
+    matches = fs.glob(path) if is_glob else [path]
+    if is_glob:
+        matches = [m for m in matches if not is_hidden(m[len(root):].strip("/"))]
+    if not matches:
+        raise StorageError("input matches nothing", path=raw)
+    for match in matches:
+        found, below = _expand(fs, match, raw, root)
+        kind = table_format(fs, match if fs.isdir(match) else posixpath.dirname(match))
+        if kind:
+            formats.append((raw, kind))
+        else:
+            formats += [(_with_protocol(fs, where, raw), k) for where, k in below]
+        for f in found:
+            files.setdefault(f.url, f)
 
 
 def _expand(fs: Any, path: str, like: str, glob_base: str | None

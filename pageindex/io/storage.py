@@ -4,6 +4,7 @@ Every byte pageindex reads goes through a Source, so I/O claims can be asserted 
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -248,6 +249,32 @@ def s3_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
     options = dict(storage_options or {})
     config = {**S3_RETRIES["config_kwargs"], **options.get("config_kwargs", {})}
     options["config_kwargs"] = config
+    return options
+
+
+def storage_options_from(endpoint_url: str | None, pairs: Iterable[str] = ()) -> dict[str, Any]:
+    """fsspec storage options from the command line: `--s3-endpoint-url URL` and repeated
+    `--storage-option KEY=VALUE`, where a dotted KEY nests (client_kwargs.region_name=...) and a
+    VALUE that is JSON (true, 3, {"a": 1}) is taken as such, any other as text."""
+    options: dict[str, Any] = {}
+    if endpoint_url:
+        options["client_kwargs"] = {"endpoint_url": endpoint_url}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"storage option {pair!r} is not KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        *parents, leaf = key.strip().split(".")
+        node = options
+        for name in parents:
+            child = node.setdefault(name, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"storage option {pair!r}: {name} is already set to a value")
+            node = child
+        node[leaf] = value
     return options
 
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from pageindex.errors import PageIndexError
 from pageindex.io.discovery import Discovery, discover, filesystem_for
+from pageindex.io.storage import storage_options_from
 from pageindex.job.process import FAILED, JobOptions, process_file
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
@@ -49,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="exit 1 when more than N files fail (default 0)")
     p.add_argument("--report", metavar="PATH", help="per-file report: .parquet or JSON lines")
     p.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an fsspec storage option, repeatable (as the pageindex CLI's)")
     p.add_argument("--progress-seconds", type=float, default=30.0, metavar="N")
     p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
                    help="remove temporaries of dead attempts older than this (default 3600)")
@@ -56,9 +59,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.s3_endpoint_url:
-        return {}
-    return {"client_kwargs": {"endpoint_url": args.s3_endpoint_url}}
+    try:
+        return storage_options_from(args.s3_endpoint_url, args.storage_option)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def table_location(spark: Any, name: str) -> tuple[str, str | None]:
