@@ -7,6 +7,8 @@ from typing import Any, ClassVar
 
 from pageindex.format.thrift import Field, Struct, T
 
+_new_field = tuple.__new__  # Field(...) without the named tuple's Python-level __new__
+
 
 class _Fields:
     """Base of the struct declarations: a field is declared `NAME = id, thrift type`, and the
@@ -27,14 +29,20 @@ class _Fields:
 
     @classmethod
     def field(cls, field_id: int, value: Any) -> Field:
-        return Field(field_id, cls.TYPES[field_id], value)
+        return _new_field(Field, (field_id, cls.TYPES[field_id], value))
 
     @classmethod
     def make(cls, **values: Any) -> Struct:
         """A struct of the fields given by name (None leaves one out), in field-id order as
-        Thrift writers put them."""
-        fields = [cls.field(cls.IDS[name], value) for name, value in values.items() if value is not None]
-        return Struct(tuple(sorted(fields, key=lambda f: f.id)))
+        Thrift writers put them. Page headers are built with it, hence the plain loop."""
+        ids, types = cls.IDS, cls.TYPES
+        fields = []
+        for name, value in values.items():
+            if value is not None:
+                field_id = ids[name]
+                fields.append(_new_field(Field, (field_id, types[field_id], value)))
+        fields.sort()  # ids are unique, so no two values are ever compared
+        return Struct(tuple(fields))
 
     @classmethod
     def set(cls, struct: Struct, field_id: int, value: Any) -> Struct:
@@ -168,7 +176,6 @@ class SchemaElement(_Fields):
     CONVERTED_TYPE = 6, T.I32
     SCALE = 7, T.I32
     PRECISION = 8, T.I32
-    FIELD_ID = 9, T.I32
     LOGICAL_TYPE = 10, T.STRUCT
 
 
@@ -196,20 +203,16 @@ class LogicalType(_Fields):
 
 class DecimalType(_Fields):
     SCALE = 1, T.I32
-    PRECISION = 2, T.I32
 
 
 class IntType(_Fields):
-    BIT_WIDTH = 1, T.BYTE
     IS_SIGNED = 2, T.TRUE
 
 
 class TimestampType(_Fields):
-    IS_ADJUSTED_TO_UTC = 1, T.TRUE
+    """TimeType has the same fields."""
+
     UNIT = 2, T.STRUCT
-
-
-TimeType = TimestampType  # parquet.thrift gives TimeType the same two fields
 
 
 class TimeUnit(_Fields):
@@ -231,7 +234,6 @@ class RowGroup(_Fields):
     COLUMNS = 1, T.LIST
     TOTAL_BYTE_SIZE = 2, T.I64
     NUM_ROWS = 3, T.I64
-    FILE_OFFSET = 5, T.I64
 
 
 class ColumnChunk(_Fields):
@@ -255,7 +257,6 @@ class ColumnMetaData(_Fields):
     TOTAL_UNCOMPRESSED_SIZE = 6, T.I64
     TOTAL_COMPRESSED_SIZE = 7, T.I64
     DATA_PAGE_OFFSET = 9, T.I64
-    INDEX_PAGE_OFFSET = 10, T.I64
     DICTIONARY_PAGE_OFFSET = 11, T.I64
     STATISTICS = 12, T.STRUCT
     BLOOM_FILTER_OFFSET = 14, T.I64
@@ -268,7 +269,6 @@ class Statistics(_Fields):
     MAX = 1, T.BINARY
     MIN = 2, T.BINARY
     NULL_COUNT = 3, T.I64
-    DISTINCT_COUNT = 4, T.I64
     MAX_VALUE = 5, T.BINARY
     MIN_VALUE = 6, T.BINARY
 
@@ -306,7 +306,6 @@ class DataPageHeader(_Fields):
 class DictionaryPageHeader(_Fields):
     NUM_VALUES = 1, T.I32
     ENCODING = 2, T.I32
-    IS_SORTED = 3, T.TRUE
 
 
 class DataPageHeaderV2(_Fields):
