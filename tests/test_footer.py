@@ -49,7 +49,8 @@ def with_cc(meta: Struct, rg: int, col: int, fn) -> Struct:
 
 
 def with_cmd(meta: Struct, rg: int, col: int, field_id: int, ftype: T, value) -> Struct:
-    return with_cc(meta, rg, col, lambda cc: cc.set(ColumnChunk.META_DATA, T.STRUCT, cc.get(ColumnChunk.META_DATA).set(field_id, ftype, value)))
+    return with_cc(meta, rg, col, lambda cc: cc.set(ColumnChunk.META_DATA, T.STRUCT,
+                                                    cc.get(ColumnChunk.META_DATA).set(field_id, ftype, value)))
 
 
 def assert_located(err: PageIndexError, rg: int | None = None, column: str | None = None):
@@ -185,7 +186,8 @@ def test_file_path_set(small):
     decode(with_cc(meta, 0, 1, lambda cc: cc.set(ColumnChunk.FILE_PATH, T.BINARY, b"")), start)
 
 
-@pytest.mark.parametrize("off_id,len_id", [(ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH), (ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH)])
+@pytest.mark.parametrize("off_id,len_id", [(ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH),
+                                           (ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH)])
 @pytest.mark.parametrize("case", ["past_footer", "into_footer", "before_magic", "zero_length",
                                   "negative_length", "offset_only", "length_only"])
 def test_index_location_out_of_range(small, off_id, len_id, case):

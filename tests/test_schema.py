@@ -16,8 +16,8 @@ VALID = [corpus_path(r) for cat in ("candidate", "oracle", "candidate_reader_lim
          for r in corpus_rows(cat)]
 
 
-def el(name: str, rep: int | None = FieldRepetitionType.REQUIRED, *, ptype: int | None = None, children: int | None = None,
-       type_length: int | None = None, converted: int | None = None, logical: Struct | None = None,
+def el(name: str, rep: int | None = FieldRepetitionType.REQUIRED, *, ptype: int | None = None,
+       children: int | None = None, type_length: int | None = None, converted: int | None = None, logical: Struct | None = None,
        scale: int | None = None, precision: int | None = None) -> Struct:
     fields = []
     if ptype is not None:
@@ -163,7 +163,8 @@ def test_many_leaves_fast():
 
 
 def test_non_utf8_name_does_not_crash():
-    s = schema(root(1), Struct((Field(SchemaElement.TYPE, T.I32, Type.INT32), Field(SchemaElement.REPETITION_TYPE, T.I32, FieldRepetitionType.OPTIONAL),
+    s = schema(root(1), Struct((Field(SchemaElement.TYPE, T.I32, Type.INT32),
+                                Field(SchemaElement.REPETITION_TYPE, T.I32, FieldRepetitionType.OPTIONAL),
                                 Field(SchemaElement.NAME, T.BINARY, b"\xff\xfe"))))
     (leaf,) = leaves_of(s)
     assert leaf.dotted == "\ufffd\ufffd"

@@ -149,7 +149,8 @@ def test_footer_otherwise_preserved(three_groups, tmp_path):
         groups = m.get(FileMetaData.ROW_GROUPS)
         rows = tuple(g.set(1, T.LIST, TList(T.STRUCT, tuple(cc.without(4, 5, 6, 7) for cc in g.get(1).items)))
                      for g in groups.items)
-        return m.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, rows)).without(FileMetaData.KEY_VALUE_METADATA, FileMetaData.COLUMN_ORDERS)
+        return m.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, rows)).without(
+            FileMetaData.KEY_VALUE_METADATA, FileMetaData.COLUMN_ORDERS)
 
     assert normalize(after) == normalize(meta)
     assert after.get(300) == b"future"

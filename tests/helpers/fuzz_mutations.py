@@ -683,22 +683,24 @@ def _chunk_field(name: str, raw: bytes, rng: random.Random, size: int, footer_st
 
 
 _PAGE_FIELDS = {
-    None: ((PageHeader.TYPE, T.I32), (PageHeader.UNCOMPRESSED_PAGE_SIZE, T.I32), (PageHeader.COMPRESSED_PAGE_SIZE, T.I32), (PageHeader.CRC, T.I32)),
+    None: ((PageHeader.TYPE, T.I32), (PageHeader.UNCOMPRESSED_PAGE_SIZE, T.I32),
+           (PageHeader.COMPRESSED_PAGE_SIZE, T.I32), (PageHeader.CRC, T.I32)),
     PageHeader.DATA_PAGE_HEADER: ((1, T.I32), (2, T.I32), (3, T.I32), (4, T.I32)),
     PageHeader.DICTIONARY_PAGE_HEADER: ((1, T.I32), (2, T.I32)),
     PageHeader.DATA_PAGE_HEADER_V2: ((1, T.I32), (2, T.I32), (3, T.I32), (4, T.I32), (5, T.I32), (6, T.I32)),
 }
+_SUB_HEADERS = (PageHeader.DATA_PAGE_HEADER, PageHeader.DICTIONARY_PAGE_HEADER, PageHeader.DATA_PAGE_HEADER_V2)
 
 
 def _page_header_field(name: str, data: bytes, rng: random.Random, size: int, footer_start: int) -> bytes:
     _, _, page = rng.choice(_pages(name))
     header = page.header
-    subs = [fid for fid in (PageHeader.DATA_PAGE_HEADER, PageHeader.DICTIONARY_PAGE_HEADER, PageHeader.DATA_PAGE_HEADER_V2) if isinstance(header.get(fid), Struct)]
+    subs = [fid for fid in _SUB_HEADERS if isinstance(header.get(fid), Struct)]
     sub = rng.choice([None, None] + subs)
     if sub == PageHeader.DATA_PAGE_HEADER_V2 and rng.random() < 0.15:
         header = header.set(sub, T.STRUCT, header.get(sub).set(7, T.TRUE, rng.random() < 0.5))
     elif rng.random() < 0.1:  # a page of another kind, or two sub-headers
-        other = rng.choice([PageHeader.DATA_PAGE_HEADER, PageHeader.DICTIONARY_PAGE_HEADER, PageHeader.DATA_PAGE_HEADER_V2, 6])
+        other = rng.choice([*_SUB_HEADERS, 6])  # 6: index_page_header
         header = header.set(other, T.STRUCT, Struct((Field(1, T.I32, 3), Field(2, T.I32, 0))))
     else:
         fid, ttype = rng.choice(_PAGE_FIELDS[sub])
