@@ -204,10 +204,10 @@ def op_decompress(src: str) -> dict:
     is learned first, untimed, with pageindex's page walk."""
     import pyarrow as pa
 
-    from pageindex.format.compression import codec_name
     from pageindex.format.footer import read_footer
+    from pageindex.format.parquet_thrift import CompressionCodec, PageType
     from pageindex.io.storage import open_source
-    from pageindex.scan.page_walk import DATA_PAGE_V2, walk_chunk
+    from pageindex.scan.page_walk import walk_chunk
 
     chunks = []  # (codec, start, length, [(body offset in the chunk, compressed, uncompressed)])
     with open_source(src) as source:
@@ -218,12 +218,12 @@ def op_decompress(src: str) -> dict:
                 bodies = []
                 for page in ((pages.dictionary,) if pages.dictionary else ()) + pages.pages:
                     # A v2 page's levels are stored uncompressed ahead of its values.
-                    levels = page.def_levels_size + page.rep_levels_size if page.kind == DATA_PAGE_V2 else 0
+                    levels = page.def_levels_size + page.rep_levels_size if page.kind == PageType.DATA_PAGE_V2 else 0
                     if page.is_compressed:
                         bodies.append((page.offset - pages.start + page.header_size + levels,
                                        page.compressed_size - levels, page.uncompressed_size - levels))
                 chunks.append((chunk.codec, pages.start, len(pages.data), bodies))
-    codecs = {c: pa.Codec(codec_name(c).lower()) for c, _, _, bodies in chunks if bodies}
+    codecs = {c: pa.Codec(CompressionCodec.name(c).lower()) for c, _, _, bodies in chunks if bodies}
     fd = os.open(src, os.O_RDONLY)
     _prime_memory()
     try:

@@ -10,10 +10,10 @@ from typing import Any
 
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import BoundaryOrder, Type
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
-from pageindex.index.reader import BOUNDARY_ORDER_NAMES, ColumnIndexView, read_column_index, read_offset_index
+from pageindex.index.reader import ColumnIndexView, read_column_index, read_offset_index
 from pageindex.io.storage import open_source
 
 
@@ -98,9 +98,9 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                             null_page,
                         ))
                 chunks.append(ChunkView(
-                    chunk.row_group, chunk.leaf.dotted, PT.NAMES[chunk.leaf.physical_type],
+                    chunk.row_group, chunk.leaf.dotted, Type.NAMES[chunk.leaf.physical_type],
                     len(oi.pages) if oi else 0, oi is not None, ci is not None,
-                    BOUNDARY_ORDER_NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
+                    BoundaryOrder.NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
                     sum(ci.null_pages) if ci else None,
                     _point_lookup_fraction(chunk, ci, footer.declared_order(chunk.column)),
                     tuple(rows),

@@ -11,7 +11,7 @@ from typing import Any
 from pageindex.errors import ConcurrentModificationError, PageIndexError
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import Type
 from pageindex.format.thrift import Struct
 from pageindex.index import page_stats
 from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
@@ -187,7 +187,7 @@ def _no_valid_index(levels: PageLevels) -> str | None:
 def _chunk_indexes(chunk: ChunkMeta, order: Order, scan: ChunkScan, truncate_length: int
                    ) -> tuple[ChunkIndexes, ChunkReport]:
     leaf = chunk.leaf
-    is_byte_array = leaf.physical_type == PT.BYTE_ARRAY
+    is_byte_array = leaf.physical_type == Type.BYTE_ARRAY
     pages, levels = scan.pages, scan.levels
 
     def report(oi: bool, ci: bool, why: str = "") -> ChunkReport:

@@ -10,7 +10,8 @@ import numpy as np
 
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
-from pageindex.index.builder import ASCENDING, DESCENDING, Refusal, page_bounds, unencoded_bytes
+from pageindex.format.parquet_thrift import BoundaryOrder
+from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
 from pageindex.index.kinds import comparable
 from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from pageindex.io.storage import Source, open_source
@@ -181,10 +182,11 @@ def _check_histogram(said: tuple[int, ...] | None, real: np.ndarray | None, name
 
 
 def _check_boundary_order(order: int, keyed: list, fail) -> None:
-    if order not in (ASCENDING, DESCENDING):
+    if order not in (BoundaryOrder.ASCENDING, BoundaryOrder.DESCENDING):
         return
+    ascending = order == BoundaryOrder.ASCENDING
     for (i, lo_a, hi_a), (j, lo_b, hi_b) in zip(keyed, keyed[1:]):
-        ok = (lo_a <= lo_b and hi_a <= hi_b) if order == ASCENDING else (lo_a >= lo_b and hi_a >= hi_b)
+        ok = (lo_a <= lo_b and hi_a <= hi_b) if ascending else (lo_a >= lo_b and hi_a >= hi_b)
         if not ok:
-            name = "ASCENDING" if order == ASCENDING else "DESCENDING"
-            fail(j, "boundary_order", f"index declares {name} but page {j} breaks it against page {i}")
+            fail(j, "boundary_order",
+                 f"index declares {BoundaryOrder.name(order)} but page {j} breaks it against page {i}")

@@ -13,12 +13,11 @@ import pytest
 from pageindex.errors import MalformedFileError
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import read_footer
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import Encoding, Type
 from pageindex.io.storage import open_source
 from pageindex.scan import chunk_scan, plain_values, values
 from pageindex.scan.chunk_scan import needs_values, scan_chunk, scan_chunks
 from pageindex.scan.page_levels import needs_level_decoding
-from pageindex.scan.page_walk import PLAIN
 from pageindex.scan.plain_values import ARROW_TYPES
 from tests.helpers.tables import ALL_KINDS, NESTED_KINDS, random_table
 
@@ -212,13 +211,13 @@ def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, 
                 if pa.types.is_dictionary(got_values.type):
                     got_values = got_values.cast(got_values.type.value_type)
                 got = got_values.to_pylist()
-                if chunk.leaf.physical_type == PT.BYTE_ARRAY:
+                if chunk.leaf.physical_type == Type.BYTE_ARRAY:
                     got = [v if isinstance(v, bytes) else v.encode() for v in got]
                 want = _leaf_reference(path, chunk.row_group, chunk.column)
                 want = [v.encode() if isinstance(v, str) else v for v in want]
                 assert got == want, chunk.leaf.dotted
     assert nested and len(flat_reads) == nested
     # PLAIN numbers are read in place, so without a dictionary some chunks need no Arrow run.
-    assert bool(in_place) == (not dictionary) and all(s.encoding == PLAIN for s in in_place)
+    assert bool(in_place) == (not dictionary) and all(s.encoding == Encoding.PLAIN for s in in_place)
     # Small runs split every chunk of several pages; the default keeps these small chunks whole.
     assert (len(runs) > 2 * whole_runs) if group_bytes < 1000 else (len(runs) == whole_runs)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from pageindex.format.column_order import CT, LT, Kind, order_for, type_order
-from pageindex.format.footer import F, read_footer
-from pageindex.format.schema import OPTIONAL, PT, leaves_of
+from pageindex.format.column_order import Kind, order_for, type_order
+from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import ConvertedType, FieldRepetitionType, FileMetaData, LogicalType, Type
+from pageindex.format.schema import leaves_of
 from pageindex.format.thrift import Field, Struct, T
 from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path
@@ -20,11 +21,11 @@ def logical(member: int, value: Struct | None = None) -> Struct:
 
 
 def integer(bits: int, signed: bool) -> Struct:
-    return logical(LT.INTEGER, Struct((Field(1, T.BYTE, bits), Field(2, T.TRUE, signed))))
+    return logical(LogicalType.INTEGER, Struct((Field(1, T.BYTE, bits), Field(2, T.TRUE, signed))))
 
 
 def leaf(ptype: int, **kw):
-    (one,) = leaves_of(schema(root(1), el("c", OPTIONAL, ptype=ptype, **kw)))
+    (one,) = leaves_of(schema(root(1), el("c", FieldRepetitionType.OPTIONAL, ptype=ptype, **kw)))
     return one
 
 
@@ -32,61 +33,61 @@ S, U, FL, B, DB, BO = Kind.SIGNED, Kind.UNSIGNED, Kind.FLOAT, Kind.BYTES, Kind.D
 
 CASES = [
     # (id, ptype, schema kwargs, kind or None, truncatable)
-    ("boolean", PT.BOOLEAN, {}, BO, False),
-    ("int32", PT.INT32, {}, S, False),
-    ("int64", PT.INT64, {}, S, False),
-    ("int8_signed", PT.INT32, {"logical": integer(8, True)}, S, False),
-    ("uint8_logical", PT.INT32, {"logical": integer(8, False)}, U, False),
-    ("uint32_logical", PT.INT32, {"logical": integer(32, False)}, U, False),
-    ("uint64_logical", PT.INT64, {"logical": integer(64, False)}, U, False),
-    ("integer_without_signed_field", PT.INT32, {"logical": logical(LT.INTEGER, Struct((Field(1, T.BYTE, 8),)))}, S, False),
+    ("boolean", Type.BOOLEAN, {}, BO, False),
+    ("int32", Type.INT32, {}, S, False),
+    ("int64", Type.INT64, {}, S, False),
+    ("int8_signed", Type.INT32, {"logical": integer(8, True)}, S, False),
+    ("uint8_logical", Type.INT32, {"logical": integer(8, False)}, U, False),
+    ("uint32_logical", Type.INT32, {"logical": integer(32, False)}, U, False),
+    ("uint64_logical", Type.INT64, {"logical": integer(64, False)}, U, False),
+    ("integer_without_signed_field", Type.INT32, {"logical": logical(LogicalType.INTEGER, Struct((Field(1, T.BYTE, 8),)))}, S, False),
     # converted-type-only legacy files
-    ("uint8_converted", PT.INT32, {"converted": 11}, U, False),
-    ("uint16_converted", PT.INT32, {"converted": 12}, U, False),
-    ("uint32_converted", PT.INT32, {"converted": 13}, U, False),
-    ("uint64_converted", PT.INT64, {"converted": 14}, U, False),
-    ("int8_converted", PT.INT32, {"converted": 15}, S, False),
-    ("int64_converted", PT.INT64, {"converted": 18}, S, False),
-    ("date_converted", PT.INT32, {"converted": 6}, S, False),
-    ("time_millis_converted", PT.INT32, {"converted": 7}, S, False),
-    ("timestamp_micros_converted", PT.INT64, {"converted": 10}, S, False),
-    ("decimal_int32_converted", PT.INT32, {"converted": CT.DECIMAL, "scale": 2, "precision": 9}, S, False),
-    ("decimal_int64_converted", PT.INT64, {"converted": CT.DECIMAL, "scale": 2, "precision": 18}, S, False),
-    ("decimal_flba_converted", PT.FIXED_LEN_BYTE_ARRAY, {"converted": CT.DECIMAL, "type_length": 9}, DB, False),
-    ("decimal_binary_converted", PT.BYTE_ARRAY, {"converted": CT.DECIMAL}, DB, False),
-    ("utf8_converted", PT.BYTE_ARRAY, {"converted": CT.UTF8}, B, True),
-    ("enum_converted", PT.BYTE_ARRAY, {"converted": CT.ENUM}, B, True),
-    ("json_converted", PT.BYTE_ARRAY, {"converted": CT.JSON}, B, True),
-    ("bson_converted", PT.BYTE_ARRAY, {"converted": CT.BSON}, B, True),
-    ("interval_converted", PT.FIXED_LEN_BYTE_ARRAY, {"converted": CT.INTERVAL, "type_length": 12}, None, False),
+    ("uint8_converted", Type.INT32, {"converted": 11}, U, False),
+    ("uint16_converted", Type.INT32, {"converted": 12}, U, False),
+    ("uint32_converted", Type.INT32, {"converted": 13}, U, False),
+    ("uint64_converted", Type.INT64, {"converted": 14}, U, False),
+    ("int8_converted", Type.INT32, {"converted": 15}, S, False),
+    ("int64_converted", Type.INT64, {"converted": 18}, S, False),
+    ("date_converted", Type.INT32, {"converted": 6}, S, False),
+    ("time_millis_converted", Type.INT32, {"converted": 7}, S, False),
+    ("timestamp_micros_converted", Type.INT64, {"converted": 10}, S, False),
+    ("decimal_int32_converted", Type.INT32, {"converted": ConvertedType.DECIMAL, "scale": 2, "precision": 9}, S, False),
+    ("decimal_int64_converted", Type.INT64, {"converted": ConvertedType.DECIMAL, "scale": 2, "precision": 18}, S, False),
+    ("decimal_flba_converted", Type.FIXED_LEN_BYTE_ARRAY, {"converted": ConvertedType.DECIMAL, "type_length": 9}, DB, False),
+    ("decimal_binary_converted", Type.BYTE_ARRAY, {"converted": ConvertedType.DECIMAL}, DB, False),
+    ("utf8_converted", Type.BYTE_ARRAY, {"converted": ConvertedType.UTF8}, B, True),
+    ("enum_converted", Type.BYTE_ARRAY, {"converted": ConvertedType.ENUM}, B, True),
+    ("json_converted", Type.BYTE_ARRAY, {"converted": ConvertedType.JSON}, B, True),
+    ("bson_converted", Type.BYTE_ARRAY, {"converted": ConvertedType.BSON}, B, True),
+    ("interval_converted", Type.FIXED_LEN_BYTE_ARRAY, {"converted": ConvertedType.INTERVAL, "type_length": 12}, None, False),
     # logical types
-    ("date", PT.INT32, {"logical": logical(LT.DATE)}, S, False),
-    ("time", PT.INT64, {"logical": logical(LT.TIME)}, S, False),
-    ("timestamp", PT.INT64, {"logical": logical(LT.TIMESTAMP)}, S, False),
-    ("decimal_int32", PT.INT32, {"logical": logical(LT.DECIMAL)}, S, False),
-    ("decimal_flba", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.DECIMAL), "type_length": 16}, DB, False),
-    ("decimal_binary", PT.BYTE_ARRAY, {"logical": logical(LT.DECIMAL)}, DB, False),
-    ("null_type_int32", PT.INT32, {"logical": logical(LT.UNKNOWN)}, S, False),
-    ("string_on_int", PT.INT32, {"logical": logical(LT.STRING)}, None, False),
-    ("float", PT.FLOAT, {}, FL, False),
-    ("double", PT.DOUBLE, {}, FL, False),
-    ("float16", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 2}, FL, False),
-    ("float16_bad_width", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 4}, None, False),
-    ("float16_on_binary", PT.BYTE_ARRAY, {"logical": logical(LT.FLOAT16)}, None, False),
-    ("binary", PT.BYTE_ARRAY, {}, B, True),
-    ("string", PT.BYTE_ARRAY, {"logical": logical(LT.STRING)}, B, True),
-    ("enum", PT.BYTE_ARRAY, {"logical": logical(LT.ENUM)}, B, True),
-    ("json", PT.BYTE_ARRAY, {"logical": logical(LT.JSON)}, B, True),
-    ("bson", PT.BYTE_ARRAY, {"logical": logical(LT.BSON)}, B, True),
-    ("uuid", PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.UUID), "type_length": 16}, B, False),
+    ("date", Type.INT32, {"logical": logical(LogicalType.DATE)}, S, False),
+    ("time", Type.INT64, {"logical": logical(LogicalType.TIME)}, S, False),
+    ("timestamp", Type.INT64, {"logical": logical(LogicalType.TIMESTAMP)}, S, False),
+    ("decimal_int32", Type.INT32, {"logical": logical(LogicalType.DECIMAL)}, S, False),
+    ("decimal_flba", Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.DECIMAL), "type_length": 16}, DB, False),
+    ("decimal_binary", Type.BYTE_ARRAY, {"logical": logical(LogicalType.DECIMAL)}, DB, False),
+    ("null_type_int32", Type.INT32, {"logical": logical(LogicalType.UNKNOWN)}, S, False),
+    ("string_on_int", Type.INT32, {"logical": logical(LogicalType.STRING)}, None, False),
+    ("float", Type.FLOAT, {}, FL, False),
+    ("double", Type.DOUBLE, {}, FL, False),
+    ("float16", Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.FLOAT16), "type_length": 2}, FL, False),
+    ("float16_bad_width", Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.FLOAT16), "type_length": 4}, None, False),
+    ("float16_on_binary", Type.BYTE_ARRAY, {"logical": logical(LogicalType.FLOAT16)}, None, False),
+    ("binary", Type.BYTE_ARRAY, {}, B, True),
+    ("string", Type.BYTE_ARRAY, {"logical": logical(LogicalType.STRING)}, B, True),
+    ("enum", Type.BYTE_ARRAY, {"logical": logical(LogicalType.ENUM)}, B, True),
+    ("json", Type.BYTE_ARRAY, {"logical": logical(LogicalType.JSON)}, B, True),
+    ("bson", Type.BYTE_ARRAY, {"logical": logical(LogicalType.BSON)}, B, True),
+    ("uuid", Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.UUID), "type_length": 16}, B, False),
     # A prefix of a fixed-length value is no valid value of the type: FLBA bounds never truncate.
-    ("flba_plain", PT.FIXED_LEN_BYTE_ARRAY, {"type_length": 7}, B, False),
-    ("int96", PT.INT96, {}, None, False),
-    ("geometry", PT.BYTE_ARRAY, {"logical": logical(LT.GEOMETRY)}, None, False),
-    ("geography", PT.BYTE_ARRAY, {"logical": logical(LT.GEOGRAPHY)}, None, False),
-    ("unknown_logical_99", PT.BYTE_ARRAY, {"logical": logical(99)}, None, False),
-    ("unknown_logical_2555", PT.INT64, {"logical": logical(2555)}, None, False),
-    ("reserved_logical_9", PT.INT32, {"logical": logical(9)}, None, False),
+    ("flba_plain", Type.FIXED_LEN_BYTE_ARRAY, {"type_length": 7}, B, False),
+    ("int96", Type.INT96, {}, None, False),
+    ("geometry", Type.BYTE_ARRAY, {"logical": logical(LogicalType.GEOMETRY)}, None, False),
+    ("geography", Type.BYTE_ARRAY, {"logical": logical(LogicalType.GEOGRAPHY)}, None, False),
+    ("unknown_logical_99", Type.BYTE_ARRAY, {"logical": logical(99)}, None, False),
+    ("unknown_logical_2555", Type.INT64, {"logical": logical(2555)}, None, False),
+    ("reserved_logical_9", Type.INT32, {"logical": logical(9)}, None, False),
 ]
 
 
@@ -104,16 +105,16 @@ def test_type_order(name, ptype, kw, kind, truncatable):
     assert order_for(leaf(ptype, **kw), TYPE_ORDER) == order
 
 
-@pytest.mark.parametrize("ptype,kw", [(PT.FLOAT, {}), (PT.DOUBLE, {}),
-                                      (PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 2})])
+@pytest.mark.parametrize("ptype,kw", [(Type.FLOAT, {}), (Type.DOUBLE, {}),
+                                      (Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.FLOAT16), "type_length": 2})])
 def test_total_order_on_floats(ptype, kw):
     order = order_for(leaf(ptype, **kw), TOTAL_ORDER)
     assert order.kind is Kind.FLOAT and order.total_order and not order.truncatable
 
 
-@pytest.mark.parametrize("ptype,kw", [(PT.INT32, {}), (PT.INT64, {}), (PT.BYTE_ARRAY, {}), (PT.BOOLEAN, {}),
-                                      (PT.INT96, {}),
-                                      (PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.DECIMAL), "type_length": 4})])
+@pytest.mark.parametrize("ptype,kw", [(Type.INT32, {}), (Type.INT64, {}), (Type.BYTE_ARRAY, {}), (Type.BOOLEAN, {}),
+                                      (Type.INT96, {}),
+                                      (Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.DECIMAL), "type_length": 4})])
 def test_total_order_on_non_float_refused(ptype, kw):
     order = order_for(leaf(ptype, **kw), TOTAL_ORDER)
     assert order.kind is None and "IEEE_754_TOTAL_ORDER" in order.reason
@@ -125,12 +126,12 @@ def test_total_order_on_non_float_refused(ptype, kw):
     Struct((Field(1, T.STRUCT, Struct()), Field(2, T.STRUCT, Struct()))),  # two members
 ])
 def test_unknown_declared_order(declared):
-    order = order_for(leaf(PT.INT32), declared)
+    order = order_for(leaf(Type.INT32), declared)
     assert order.kind is None and order.reason
 
 
 def test_declared_not_a_struct():
-    assert order_for(leaf(PT.INT32), 5).kind is None  # type: ignore[arg-type]
+    assert order_for(leaf(Type.INT32), 5).kind is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("file,column,kind,total,truncatable", [
@@ -154,7 +155,7 @@ def test_declared_not_a_struct():
 def test_corpus_orders(file, column, kind, total, truncatable):
     with open_source(str(corpus_path(file))) as s:
         footer = read_footer(s)
-    orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
+    orders = footer.metadata.get(FileMetaData.COLUMN_ORDERS)
     (lf,) = [l for l in footer.leaves if l.dotted == column]
     order = order_for(lf, orders.items[lf.index] if orders else None)
     assert (order.kind, order.total_order, order.truncatable) == (kind, total, truncatable)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
-from pageindex.format.compression import codec_name, decompress
+from pageindex.format.compression import decompress
 from tests.helpers.corpus import require_corpus
 from tests.helpers.page_reader import chunk_pages
 
@@ -167,13 +167,6 @@ def test_unsupported_codecs() -> None:
 def test_negative_size_is_malformed() -> None:
     with pytest.raises(MalformedFileError):
         decompress(1, b"\x00", -1)
-
-
-def test_codec_names() -> None:
-    assert [codec_name(c) for c in range(8)] == [
-        "UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW",
-    ]
-    assert codec_name(16) == "UNKNOWN(16)"
 
 
 # --- real pages --------------------------------------------------------------------------

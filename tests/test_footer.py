@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, PageIndexError
-from pageindex.format.footer import F, decode_footer, parse_tail, read_footer
+from pageindex.format.footer import decode_footer, parse_tail, read_footer
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
 from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
 from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path, corpus_rows
@@ -37,18 +38,19 @@ def decode(meta: Struct, footer_start: int, path: str = PATH):
 
 
 def with_cc(meta: Struct, rg: int, col: int, fn) -> Struct:
-    groups = meta.get(F.FMD_ROW_GROUPS)
+    groups = meta.get(FileMetaData.ROW_GROUPS)
     group = groups.items[rg]
-    chunks = list(group.get(F.RG_COLUMNS).items)
+    chunks = list(group.get(RowGroup.COLUMNS).items)
     chunks[col] = fn(chunks[col])
-    group = group.set(F.RG_COLUMNS, T.LIST, TList(T.STRUCT, tuple(chunks)))
+    group = group.set(RowGroup.COLUMNS, T.LIST, TList(T.STRUCT, tuple(chunks)))
     items = list(groups.items)
     items[rg] = group
-    return meta.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, tuple(items)))
+    return meta.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, tuple(items)))
 
 
 def with_cmd(meta: Struct, rg: int, col: int, field_id: int, ftype: T, value) -> Struct:
-    return with_cc(meta, rg, col, lambda cc: cc.set(F.CC_META, T.STRUCT, cc.get(F.CC_META).set(field_id, ftype, value)))
+    return with_cc(meta, rg, col, lambda cc: cc.set(ColumnChunk.META_DATA, T.STRUCT,
+                                                    cc.get(ColumnChunk.META_DATA).set(field_id, ftype, value)))
 
 
 def assert_located(err: PageIndexError, rg: int | None = None, column: str | None = None):
@@ -82,7 +84,7 @@ def test_key_value_lookup(small):
     _, start, meta = small
     kv = TList(T.STRUCT, (Struct((Field(1, T.BINARY, b"k"), Field(2, T.BINARY, b"v"))),
                           Struct((Field(1, T.BINARY, b"novalue"),))))
-    footer = decode(meta.set(F.FMD_KV, T.LIST, kv), start)
+    footer = decode(meta.set(FileMetaData.KEY_VALUE_METADATA, T.LIST, kv), start)
     assert footer.key_value("k") == "v"
     assert footer.key_value("novalue") is None
     assert footer.key_value("absent") is None
@@ -140,14 +142,14 @@ def test_garbage_and_trailing_bytes(small):
 def test_encryption_algorithm_field(small):
     _, start, meta = small
     with pytest.raises(EncryptedFileError):
-        decode(meta.set(F.FMD_ENCRYPTION_ALGORITHM, T.STRUCT, Struct()), start)
+        decode(meta.set(FileMetaData.ENCRYPTION_ALGORITHM, T.STRUCT, Struct()), start)
 
 
-@pytest.mark.parametrize("field_id", [F.CC_CRYPTO, F.CC_ENCRYPTED_META])
+@pytest.mark.parametrize("field_id", [ColumnChunk.CRYPTO_METADATA, ColumnChunk.ENCRYPTED_COLUMN_METADATA])
 def test_encrypted_column(small, field_id):
     _, start, meta = small
-    bad = with_cc(meta, 1, 0, lambda cc: cc.set(field_id, T.STRUCT if field_id == F.CC_CRYPTO else T.BINARY,
-                                                 Struct() if field_id == F.CC_CRYPTO else b"x"))
+    bad = with_cc(meta, 1, 0, lambda cc: cc.set(field_id, T.STRUCT if field_id == ColumnChunk.CRYPTO_METADATA else T.BINARY,
+                                                 Struct() if field_id == ColumnChunk.CRYPTO_METADATA else b"x"))
     with pytest.raises(EncryptedFileError) as err:
         decode(bad, start)
     assert_located(err.value, 1, "a")
@@ -156,10 +158,10 @@ def test_encrypted_column(small, field_id):
 def test_column_count_mismatch(small):
     _, start, meta = small
     bad = meta
-    groups = meta.get(F.FMD_ROW_GROUPS)
+    groups = meta.get(FileMetaData.ROW_GROUPS)
     g1 = groups.items[1]
-    g1 = g1.set(F.RG_COLUMNS, T.LIST, TList(T.STRUCT, g1.get(F.RG_COLUMNS).items[:1]))
-    bad = meta.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, (groups.items[0], g1)))
+    g1 = g1.set(RowGroup.COLUMNS, T.LIST, TList(T.STRUCT, g1.get(RowGroup.COLUMNS).items[:1]))
+    bad = meta.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, (groups.items[0], g1)))
     with pytest.raises(MalformedFileError, match="1 column chunks for 2 leaf columns") as err:
         decode(bad, start)
     assert_located(err.value, 1)
@@ -168,23 +170,24 @@ def test_column_count_mismatch(small):
 def test_missing_row_groups_and_schema(small):
     _, start, meta = small
     with pytest.raises(MalformedFileError, match="row group"):
-        decode(meta.without(F.FMD_ROW_GROUPS), start)
+        decode(meta.without(FileMetaData.ROW_GROUPS), start)
     with pytest.raises(MalformedFileError, match="schema") as err:
-        decode(meta.without(F.FMD_SCHEMA), start)
+        decode(meta.without(FileMetaData.SCHEMA), start)
     assert err.value.path == PATH
 
 
 def test_file_path_set(small):
     _, start, meta = small
-    bad = with_cc(meta, 0, 1, lambda cc: cc.set(F.CC_FILE_PATH, T.BINARY, b"other.parquet"))
+    bad = with_cc(meta, 0, 1, lambda cc: cc.set(ColumnChunk.FILE_PATH, T.BINARY, b"other.parquet"))
     with pytest.raises(MalformedFileError, match="file_path") as err:
         decode(bad, start)
     assert_located(err.value, 0, "b")
     # an empty file_path is harmless (some writers emit it)
-    decode(with_cc(meta, 0, 1, lambda cc: cc.set(F.CC_FILE_PATH, T.BINARY, b"")), start)
+    decode(with_cc(meta, 0, 1, lambda cc: cc.set(ColumnChunk.FILE_PATH, T.BINARY, b"")), start)
 
 
-@pytest.mark.parametrize("off_id,len_id", [(F.CC_OI_OFFSET, F.CC_OI_LENGTH), (F.CC_CI_OFFSET, F.CC_CI_LENGTH)])
+@pytest.mark.parametrize("off_id,len_id", [(ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH),
+                                           (ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH)])
 @pytest.mark.parametrize("case", ["past_footer", "into_footer", "before_magic", "zero_length",
                                   "negative_length", "offset_only", "length_only"])
 def test_index_location_out_of_range(small, off_id, len_id, case):
@@ -213,21 +216,21 @@ def test_index_location_out_of_range(small, off_id, len_id, case):
 
 def test_index_block_ending_at_footer_is_fine(small):
     _, start, meta = small
-    footer = decode(with_cc(meta, 1, 1, lambda cc: cc.set(F.CC_CI_OFFSET, T.I64, start - 4)
-                            .set(F.CC_CI_LENGTH, T.I32, 4)), start)
+    footer = decode(with_cc(meta, 1, 1, lambda cc: cc.set(ColumnChunk.COLUMN_INDEX_OFFSET, T.I64, start - 4)
+                            .set(ColumnChunk.COLUMN_INDEX_LENGTH, T.I32, 4)), start)
     assert footer.chunks[1][1].column_index == (start - 4, 4)
 
 
 @pytest.mark.parametrize("field_id,value,match", [
-    (F.CMD_TYPE, 5, "does not match schema type"),
-    (F.CMD_NUM_VALUES, -1, "num_values"),
-    (F.CMD_DATA_PAGE_OFFSET, 10**12, "data_page_offset"),
-    (F.CMD_TOTAL_COMPRESSED, -1, "total_compressed_size"),
-    (F.CMD_CODEC, -1, "codec"),
+    (ColumnMetaData.TYPE, 5, "does not match schema type"),
+    (ColumnMetaData.NUM_VALUES, -1, "num_values"),
+    (ColumnMetaData.DATA_PAGE_OFFSET, 10**12, "data_page_offset"),
+    (ColumnMetaData.TOTAL_COMPRESSED_SIZE, -1, "total_compressed_size"),
+    (ColumnMetaData.CODEC, -1, "codec"),
 ])
 def test_column_metadata_checks(small, field_id, value, match):
     _, start, meta = small
-    ftype = T.I32 if field_id in (F.CMD_TYPE, F.CMD_CODEC) else T.I64
+    ftype = T.I32 if field_id in (ColumnMetaData.TYPE, ColumnMetaData.CODEC) else T.I64
     with pytest.raises(MalformedFileError, match=match) as err:
         decode(with_cmd(meta, 0, 1, field_id, ftype, value), start)
     assert_located(err.value, 0, "b")
@@ -236,27 +239,27 @@ def test_column_metadata_checks(small, field_id, value, match):
 def test_missing_column_metadata(small):
     _, start, meta = small
     with pytest.raises(MalformedFileError, match="ColumnMetaData") as err:
-        decode(with_cc(meta, 1, 0, lambda cc: cc.without(F.CC_META)), start)
+        decode(with_cc(meta, 1, 0, lambda cc: cc.without(ColumnChunk.META_DATA)), start)
     assert_located(err.value, 1, "a")
 
 
 def test_dictionary_offset_quirks(small):
     _, start, meta = small
     for bogus in (0, -1):
-        footer = decode(with_cmd(meta, 0, 0, F.CMD_DICT_PAGE_OFFSET, T.I64, bogus), start)
+        footer = decode(with_cmd(meta, 0, 0, ColumnMetaData.DICTIONARY_PAGE_OFFSET, T.I64, bogus), start)
         assert footer.chunks[0][0].dictionary_page_offset is None
         assert footer.chunks[0][0].start == footer.chunks[0][0].data_page_offset
     data_off = decode(meta, start).chunks[0][0].data_page_offset
-    footer = decode(with_cmd(meta, 0, 0, F.CMD_DICT_PAGE_OFFSET, T.I64, data_off + 10), start)
+    footer = decode(with_cmd(meta, 0, 0, ColumnMetaData.DICTIONARY_PAGE_OFFSET, T.I64, data_off + 10), start)
     assert footer.chunks[0][0].dictionary_page_offset is None
 
 
 def test_negative_row_count(small):
     _, start, meta = small
-    groups = meta.get(F.FMD_ROW_GROUPS)
-    g = groups.items[0].set(F.RG_NUM_ROWS, T.I64, -1)
+    groups = meta.get(FileMetaData.ROW_GROUPS)
+    g = groups.items[0].set(RowGroup.NUM_ROWS, T.I64, -1)
     with pytest.raises(MalformedFileError, match="num_rows") as err:
-        decode(meta.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, (g, groups.items[1]))), start)
+        decode(meta.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, (g, groups.items[1]))), start)
     assert_located(err.value, 0)
 
 

@@ -16,14 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pageindex.format.column_order import LT, Kind, order_for, type_order
-from pageindex.format.schema import PT
+from pageindex.format.column_order import Kind, order_for, type_order
+from pageindex.format.parquet_thrift import BoundaryOrder, LogicalType, Type
 from pageindex.format.thrift import Struct, T
 from pageindex.index import builder as index_builder
 from pageindex.index.builder import (
-    ASCENDING,
-    DESCENDING,
-    UNORDERED,
     Bounds,
     Refusal,
     boundary_order,
@@ -92,12 +89,12 @@ def reference_order(mins: list, maxs: list) -> int:
     """Brute-force boundary order over the non-null pages' (comparable) bounds."""
     pairs = [(a, b) for a, b in zip(mins, maxs) if a is not None]
     if not pairs:
-        return UNORDERED
+        return BoundaryOrder.UNORDERED
     if all(pairs[i][0] <= pairs[i + 1][0] and pairs[i][1] <= pairs[i + 1][1] for i in range(len(pairs) - 1)):
-        return ASCENDING
+        return BoundaryOrder.ASCENDING
     if all(pairs[i][0] >= pairs[i + 1][0] and pairs[i][1] >= pairs[i + 1][1] for i in range(len(pairs) - 1)):
-        return DESCENDING
-    return UNORDERED
+        return BoundaryOrder.DESCENDING
+    return BoundaryOrder.UNORDERED
 
 
 def check(bounds: Bounds, exp_min: list, exp_max: list, keys_min: list, keys_max: list):
@@ -109,12 +106,12 @@ def check(bounds: Bounds, exp_min: list, exp_max: list, keys_min: list, keys_max
 # ------------------------------------------------------------------ integers and booleans
 
 INT_CASES = [
-    ("int32_signed", PT.INT32, {}, 32, True),
-    ("int64_signed", PT.INT64, {}, 64, True),
-    ("int32_unsigned", PT.INT32, {"logical": integer(32, False)}, 32, False),
-    ("int64_unsigned", PT.INT64, {"logical": integer(64, False)}, 64, False),
-    ("uint32_converted", PT.INT32, {"converted": 13}, 32, False),
-    ("uint64_converted", PT.INT64, {"converted": 14}, 64, False),
+    ("int32_signed", Type.INT32, {}, 32, True),
+    ("int64_signed", Type.INT64, {}, 64, True),
+    ("int32_unsigned", Type.INT32, {"logical": integer(32, False)}, 32, False),
+    ("int64_unsigned", Type.INT64, {"logical": integer(64, False)}, 64, False),
+    ("uint32_converted", Type.INT32, {"converted": 13}, 32, False),
+    ("uint64_converted", Type.INT64, {"converted": 14}, 64, False),
 ]
 
 
@@ -148,8 +145,8 @@ def test_integer_bounds(name, ptype, kw, bits, signed):
 def test_unsigned_order_differs_from_signed():
     values = [-1, 1, 2**31 - 1, -(2**31)]  # as uint32: 4294967295, 1, 2147483647, 2147483648
     defined = np.array([4])
-    s = page_bounds(leaf(PT.INT32), type_order(leaf(PT.INT32)), pa.chunked_array([values], pa.int32()), defined, L)
-    uleaf = leaf(PT.INT32, logical=integer(32, False))
+    s = page_bounds(leaf(Type.INT32), type_order(leaf(Type.INT32)), pa.chunked_array([values], pa.int32()), defined, L)
+    uleaf = leaf(Type.INT32, logical=integer(32, False))
     u = page_bounds(uleaf, type_order(uleaf), pa.chunked_array([values], pa.int32()), defined, L)
     assert s.mins == (struct.pack("<i", -(2**31)),) and s.maxs == (struct.pack("<i", 2**31 - 1),)
     assert u.mins == (struct.pack("<I", 1),) and u.maxs == (struct.pack("<I", 2**32 - 1),)
@@ -157,7 +154,7 @@ def test_unsigned_order_differs_from_signed():
 
 def test_boolean_bounds():
     rng = random.Random(3)
-    lf = leaf(PT.BOOLEAN)
+    lf = leaf(Type.BOOLEAN)
     order = type_order(lf)
     for _ in range(40):
         defined = random_defined(rng)
@@ -173,9 +170,9 @@ def test_boolean_bounds():
 # ------------------------------------------------------------------ floats
 
 FLOAT_SPECS = {
-    "float": (PT.FLOAT, {}, np.float32, np.uint32, 32),
-    "double": (PT.DOUBLE, {}, np.float64, np.uint64, 64),
-    "float16": (PT.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LT.FLOAT16), "type_length": 2}, np.float16, np.uint16, 16),
+    "float": (Type.FLOAT, {}, np.float32, np.uint32, 32),
+    "double": (Type.DOUBLE, {}, np.float64, np.uint64, 64),
+    "float16": (Type.FIXED_LEN_BYTE_ARRAY, {"logical": logical(LogicalType.FLOAT16), "type_length": 2}, np.float16, np.uint16, 16),
 }
 
 
@@ -340,7 +337,7 @@ def test_float_bounds_total_order(name):
 
 
 def test_total_order_zero_is_not_normalized():
-    lf = leaf(PT.DOUBLE)
+    lf = leaf(Type.DOUBLE)
     order = order_for(lf, TOTAL_ORDER)
     pats = [pattern_of(0.0, "double"), pattern_of(0.0, "double")]
     b = page_bounds(lf, order, float_values("double", pats, random.Random(0)), np.array([2]), L)
@@ -355,7 +352,7 @@ def test_total_order_zero_is_not_normalized():
 def test_decimal_flba_bounds():
     rng = random.Random(11)
     for width in (1, 2, 5, 9, 16):
-        lf = leaf(PT.FIXED_LEN_BYTE_ARRAY, type_length=width, logical=logical(LT.DECIMAL))
+        lf = leaf(Type.FIXED_LEN_BYTE_ARRAY, type_length=width, logical=logical(LogicalType.DECIMAL))
         order = type_order(lf)
         assert order.kind is Kind.DECIMAL_BYTES
         lo, hi = -(1 << (8 * width - 1)), (1 << (8 * width - 1)) - 1
@@ -382,7 +379,7 @@ def _random_decimal_bytes(rng: random.Random, v: int) -> bytes:
 
 def test_decimal_byte_array_bounds():
     rng = random.Random(12)
-    lf = leaf(PT.BYTE_ARRAY, logical=logical(LT.DECIMAL))
+    lf = leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.DECIMAL))
     order = type_order(lf)
     assert order.kind is Kind.DECIMAL_BYTES and not order.truncatable
     for _ in range(80):
@@ -405,14 +402,14 @@ def test_decimal_byte_array_bounds():
 
 
 def test_decimal_byte_array_empty_value_is_zero():
-    lf = leaf(PT.BYTE_ARRAY, converted=5)
+    lf = leaf(Type.BYTE_ARRAY, converted=5)
     b = page_bounds(lf, type_order(lf), pa.chunked_array([[b"", b"\xff", b"\x01"]], pa.binary()), np.array([3]), L)
     assert int.from_bytes(b.mins[0], "big", signed=True) == -1
     assert int.from_bytes(b.maxs[0], "big", signed=True) == 1
 
 
 def test_decimal_is_never_truncated():
-    lf = leaf(PT.BYTE_ARRAY, logical=logical(LT.DECIMAL))
+    lf = leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.DECIMAL))
     big = (1 << 1000) + 12345
     raw = [big.to_bytes(127, "big", signed=True), (-big).to_bytes(127, "big", signed=True)]
     b = page_bounds(lf, type_order(lf), pa.chunked_array([raw], pa.binary()), np.array([2]), 8)
@@ -468,13 +465,13 @@ def test_bytes_bounds(kind, truncate_length, path, monkeypatch):
         monkeypatch.setattr(byte_arrays, "FEW_PAGES", 0)
     rng = random.Random(f"{kind}{truncate_length}")
     if kind == "binary":
-        lf, typ = leaf(PT.BYTE_ARRAY), pa.binary()
+        lf, typ = leaf(Type.BYTE_ARRAY), pa.binary()
     elif kind == "string":
-        lf, typ = leaf(PT.BYTE_ARRAY, logical=logical(LT.STRING)), pa.binary()
+        lf, typ = leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.STRING)), pa.binary()
     elif kind == "uuid":
-        lf, typ = leaf(PT.FIXED_LEN_BYTE_ARRAY, type_length=16, logical=logical(LT.UUID)), pa.binary(16)
+        lf, typ = leaf(Type.FIXED_LEN_BYTE_ARRAY, type_length=16, logical=logical(LogicalType.UUID)), pa.binary(16)
     else:
-        lf, typ = leaf(PT.FIXED_LEN_BYTE_ARRAY, type_length=70), pa.binary(70)
+        lf, typ = leaf(Type.FIXED_LEN_BYTE_ARRAY, type_length=70), pa.binary(70)
     order = type_order(lf)
     assert order.kind is Kind.BYTES
     for _ in range(40):
@@ -506,16 +503,16 @@ def test_bytes_bounds(kind, truncate_length, path, monkeypatch):
 
 def test_bytes_truncation_applies_only_to_truncatable():
     long = b"a" * 100
-    for lf, truncated in [(leaf(PT.BYTE_ARRAY), True), (leaf(PT.BYTE_ARRAY, logical=logical(LT.STRING)), True),
-                          (leaf(PT.BYTE_ARRAY, logical=logical(LT.JSON)), True),
-                          (leaf(PT.BYTE_ARRAY, logical=logical(LT.UNKNOWN)), False)]:
+    for lf, truncated in [(leaf(Type.BYTE_ARRAY), True), (leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.STRING)), True),
+                          (leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.JSON)), True),
+                          (leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.UNKNOWN)), False)]:
         b = page_bounds(lf, type_order(lf), pa.chunked_array([[long]], pa.binary()), np.array([1]), 64)
         assert (len(b.mins[0]) == 64) is truncated
         assert (b.maxs[0] == b"a" * 63 + b"b") is truncated
 
 
 def test_unsigned_bytewise_order():
-    lf = leaf(PT.BYTE_ARRAY)
+    lf = leaf(Type.BYTE_ARRAY)
     values = [b"\x7f", b"\x80", b"\xff", b"", b"\x00"]
     b = page_bounds(lf, type_order(lf), pa.chunked_array([values], pa.binary()), np.array([5]), 64)
     assert b.mins == (b"",) and b.maxs == (b"\xff",)
@@ -531,22 +528,22 @@ def bounds_of(pairs: list) -> Bounds:
 
 
 @pytest.mark.parametrize("pairs,expected", [
-    ([(1, 2)], ASCENDING),
-    ([(1, 2), (2, 3), (3, 5)], ASCENDING),
-    ([(1, 2), (1, 2), (1, 2)], ASCENDING),  # equal pages: ascending (checked first)
-    ([(1, 5), (1, 5), (2, 6)], ASCENDING),
-    ([(5, 9), (3, 4), (1, 2)], DESCENDING),
-    ([(5, 9), (5, 9), (1, 9)], DESCENDING),
-    ([(1, 5), (2, 3)], UNORDERED),  # min up, max down
-    ([(1, 2), (0, 3)], UNORDERED),
-    ([(1, 2), None, (3, 4)], ASCENDING),  # null pages in between are ignored
-    ([None, (3, 4), None, None, (1, 2), None], DESCENDING),
-    ([(1, 2), None, (0, 1), None, (3, 4)], UNORDERED),
-    ([None, (7, 7), None], ASCENDING),
-    ([None], UNORDERED),  # no bounds at all
-    ([None, None, None], UNORDERED),
-    ([(1, 10), (2, 3), (4, 11)], UNORDERED),  # overlapping pages may still be ordered? no: max 10>3
-    ([(1, 10), (2, 10), (4, 11)], ASCENDING),  # overlapping is fine when both sequences ascend
+    ([(1, 2)], BoundaryOrder.ASCENDING),
+    ([(1, 2), (2, 3), (3, 5)], BoundaryOrder.ASCENDING),
+    ([(1, 2), (1, 2), (1, 2)], BoundaryOrder.ASCENDING),  # equal pages: ascending (checked first)
+    ([(1, 5), (1, 5), (2, 6)], BoundaryOrder.ASCENDING),
+    ([(5, 9), (3, 4), (1, 2)], BoundaryOrder.DESCENDING),
+    ([(5, 9), (5, 9), (1, 9)], BoundaryOrder.DESCENDING),
+    ([(1, 5), (2, 3)], BoundaryOrder.UNORDERED),  # min up, max down
+    ([(1, 2), (0, 3)], BoundaryOrder.UNORDERED),
+    ([(1, 2), None, (3, 4)], BoundaryOrder.ASCENDING),  # null pages in between are ignored
+    ([None, (3, 4), None, None, (1, 2), None], BoundaryOrder.DESCENDING),
+    ([(1, 2), None, (0, 1), None, (3, 4)], BoundaryOrder.UNORDERED),
+    ([None, (7, 7), None], BoundaryOrder.ASCENDING),
+    ([None], BoundaryOrder.UNORDERED),  # no bounds at all
+    ([None, None, None], BoundaryOrder.UNORDERED),
+    ([(1, 10), (2, 3), (4, 11)], BoundaryOrder.UNORDERED),  # overlapping pages may still be ordered? no: max 10>3
+    ([(1, 10), (2, 10), (4, 11)], BoundaryOrder.ASCENDING),  # overlapping is fine when both sequences ascend
 ])
 def test_boundary_order(pairs, expected):
     assert boundary_order(bounds_of(pairs)) == expected
@@ -556,7 +553,7 @@ def test_page_aligned_chunks_are_bounded_one_by_one(monkeypatch):
     """Values in Arrow chunks that each hold whole pages (a nested leaf's runs of values sections)
     are bounded chunk by chunk, so fixed-width values are never joined into one copy; chunks cut
     inside a page are bounded together. Both give the bounds of the values as one array."""
-    lf = leaf(PT.INT64)
+    lf = leaf(Type.INT64)
     order = type_order(lf)
     defined = np.array([2, 0, 3, 0, 1, 0])
     values = [5, -1, 7, 7, 3, 9]
@@ -572,23 +569,23 @@ def test_page_aligned_chunks_are_bounded_one_by_one(monkeypatch):
 
 
 def test_boundary_order_through_page_bounds():
-    lf = leaf(PT.INT64)
+    lf = leaf(Type.INT64)
     order = type_order(lf)
     asc = page_bounds(lf, order, pa.chunked_array([[1, 2, 2, 3, 5, 9]], pa.int64()), np.array([2, 0, 2, 0, 2]), L)
-    assert boundary_order(asc) == ASCENDING
+    assert boundary_order(asc) == BoundaryOrder.ASCENDING
     desc = page_bounds(lf, order, pa.chunked_array([[9, 5, 5, 3, 2, 1]], pa.int64()), np.array([2, 2, 0, 2]), L)
-    assert boundary_order(desc) == DESCENDING
+    assert boundary_order(desc) == BoundaryOrder.DESCENDING
     same = page_bounds(lf, order, pa.chunked_array([[4, 4, 4, 4]], pa.int64()), np.array([2, 0, 2]), L)
-    assert boundary_order(same) == ASCENDING
+    assert boundary_order(same) == BoundaryOrder.ASCENDING
 
 
 def test_boundary_order_on_truncated_bounds():
-    lf = leaf(PT.BYTE_ARRAY, logical=logical(LT.STRING))
+    lf = leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.STRING))
     # exact values ascend, truncated to 2 bytes they are equal: still ASCENDING
     values = [b"aaa1", b"aaa2", b"aaa3", b"aaa4"]
     b = page_bounds(lf, type_order(lf), pa.chunked_array([values], pa.binary()), np.array([1, 1, 1, 1]), 2)
     assert b.mins == (b"aa",) * 4 and b.maxs == (b"ab",) * 4
-    assert boundary_order(b) == ASCENDING
+    assert boundary_order(b) == BoundaryOrder.ASCENDING
 
 
 # ------------------------------------------------------------------ column_index / offset_index
@@ -625,7 +622,7 @@ def test_unencoded_bytes_of_dictionary_values():
 
 def test_decimal_bounds_from_dictionary_values():
     """Dictionary-read BYTE_ARRAY decimals are compared as numbers, like their plain values."""
-    lf = leaf(PT.BYTE_ARRAY, logical=logical(LT.DECIMAL))
+    lf = leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.DECIMAL))
     order = type_order(lf)
     rng = random.Random(3)
     values = [_random_decimal_bytes(rng, rng.randint(-10**6, 10**6)) for _ in range(40)]
@@ -635,7 +632,7 @@ def test_decimal_bounds_from_dictionary_values():
 
 
 def test_column_index_fields():
-    lf = leaf(PT.INT32)  # optional, max_def 1
+    lf = leaf(Type.INT32)  # optional, max_def 1
     levels = PageLevels(np.array([3, 2, 4]), np.array([1, 2, 0]), np.array([2, 0, 4]),
                         np.array([[1, 2], [2, 0], [0, 4]]), None, None)
     values = pa.chunked_array([[5, 3, 1, 2, 3, 4]], pa.int32())
@@ -643,16 +640,16 @@ def test_column_index_fields():
     assert ci.get(1).items == (False, True, False)
     assert ci.get(2).items == (struct.pack("<i", 3), b"", struct.pack("<i", 1))
     assert ci.get(3).items == (struct.pack("<i", 5), b"", struct.pack("<i", 4))
-    assert ci.get(4) == DESCENDING
+    assert ci.get(4) == BoundaryOrder.DESCENDING
     assert ci.get(5).items == (1, 2, 0)
     assert not ci.has(6)
     assert ci.get(7).items == (1, 2, 2, 0, 0, 4)
     assert not ci.has(8)
-    assert ci.field_type(1) is T.LIST and ci.get(1).elem_type is T.TRUE
+    assert ci.fields[0].type is T.LIST and ci.get(1).elem_type is T.TRUE
 
 
 def test_column_index_nan_counts_only_under_total_order():
-    lf = leaf(PT.FLOAT)
+    lf = leaf(Type.FLOAT)
     levels = PageLevels(np.array([2, 1]), np.array([0, 0]), np.array([2, 1]), None, None, None)
     values = pa.chunked_array([[1.0, float("nan"), float("nan")]], pa.float32())
     ci = column_index(lf, order_for(lf, TOTAL_ORDER), levels, values, L)
@@ -663,18 +660,18 @@ def test_column_index_nan_counts_only_under_total_order():
 
 
 def test_value_count_mismatch():
-    lf = leaf(PT.INT32)
+    lf = leaf(Type.INT32)
     with pytest.raises(ValueError):
         page_bounds(lf, type_order(lf), pa.chunked_array([[1, 2]], pa.int32()), np.array([3]), L)
 
 
 def test_large_chunk_is_fast():
     import time
-    lf = leaf(PT.BYTE_ARRAY, logical=logical(LT.STRING))
+    lf = leaf(Type.BYTE_ARRAY, logical=logical(LogicalType.STRING))
     n = 300_000
     values = pa.chunked_array([pa.array([f"v{i:07d}" for i in range(n)], pa.string()).cast(pa.binary())])
     defined = np.full(n // 100, 100)
     started = time.perf_counter()
     b = page_bounds(lf, type_order(lf), values, defined, L)
     assert time.perf_counter() - started < 5
-    assert boundary_order(b) == ASCENDING and b.mins[0] == b"v0000000"
+    assert boundary_order(b) == BoundaryOrder.ASCENDING and b.mins[0] == b"v0000000"

@@ -33,14 +33,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.format.footer import read_footer
-from pageindex.index.reader import (
-    ASCENDING_ORDER,
-    DESCENDING_ORDER,
-    UNORDERED_ORDER,
-    ColumnIndexView,
-    read_column_index,
-    read_offset_index,
-)
+from pageindex.format.parquet_thrift import BoundaryOrder
+from pageindex.index.reader import ColumnIndexView, read_column_index, read_offset_index
 from pageindex.inspection import inspect_file
 from pageindex.io.storage import open_source
 from pageindex.query.lookup import _arrow_schema, _fields, _matching_pages, _plan, lookup
@@ -545,7 +539,7 @@ def test_not_equal_keeps_pages_with_nans_under_total_order():
     for column, fmt in (("double_ieee754", "<d"), ("float_ieee754", "<f")):
         plan = _plan(parse(f"{column} != 5.0")[0], fields, footer)
         five = struct.pack(fmt, 5.0)
-        page = ColumnIndexView((False,), (five,), (five,), UNORDERED_ORDER, (0,), None, None, (3,))
+        page = ColumnIndexView((False,), (five,), (five,), BoundaryOrder.UNORDERED, (0,), None, None, (3,))
         assert _matching_pages(plan, page) == [0], column
         no_nan = dataclasses.replace(page, nan_counts=(0,))
         assert _matching_pages(plan, no_nan) == []
@@ -776,8 +770,8 @@ def ordered_files(tmp_path_factory) -> list[tuple[str, int, pa.Table]]:
     opts = {"max_rows_per_page": 100, "write_batch_size": 100, "use_dictionary": False}
     out = []
     base = _ordered_table(9)
-    for name, table, order in (("asc", base, ASCENDING_ORDER),
-                               ("desc", base.take(pa.array(np.arange(base.num_rows)[::-1])), DESCENDING_ORDER)):
+    for name, table, order in (("asc", base, BoundaryOrder.ASCENDING),
+                               ("desc", base.take(pa.array(np.arange(base.num_rows)[::-1])), BoundaryOrder.DESCENDING)):
         pq.write_table(table, d / f"{name}.pa.parquet", write_page_index=True, **opts)
         pq.write_table(table, d / f"{name}.raw.parquet", **opts)
         retrofit(str(d / f"{name}.raw.parquet"), str(d / f"{name}.rt.parquet"))
@@ -844,7 +838,7 @@ def test_binary_search_matches_linear_pass(ordered_files):
                     where = [(column, op, lits if op in ("between", "in") else lits[0])]
                     plan = _plan(parse(where)[0], fields, footer)
                     got = _matching_pages(plan, ci)
-                    linear = _matching_pages(plan, dataclasses.replace(ci, boundary_order=UNORDERED_ORDER))
+                    linear = _matching_pages(plan, dataclasses.replace(ci, boundary_order=BoundaryOrder.UNORDERED))
                     keys = [k.encode() if isinstance(k, str) else k for k in lits]
                     brute = _brute_pages(ci, column, op, keys)
                     assert got == linear == brute, (path, column, where, got, linear, brute)

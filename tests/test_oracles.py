@@ -27,8 +27,8 @@ import pytest
 
 import pageindex
 from pageindex.format.column_order import Kind, order_for
-from pageindex.format.footer import F, read_footer
-from pageindex.format.schema import PT
+from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import FileMetaData, Type
 from pageindex.format.thrift import decode_struct
 from pageindex.index.reader import read_column_index, read_offset_index
 from pageindex.io.storage import open_source
@@ -226,7 +226,7 @@ class OracleRun:
 def _load(path: Path) -> dict:
     with open_source(str(path)) as s:
         footer = read_footer(s)
-        orders = footer.metadata.get(F.FMD_COLUMN_ORDERS)
+        orders = footer.metadata.get(FileMetaData.COLUMN_ORDERS)
         return {
             (c.row_group, c.leaf.dotted): (c, orders.items[c.column] if orders else None,
                                            read_offset_index(s, c), read_column_index(s, c))
@@ -386,10 +386,10 @@ def _total_key(k: tuple) -> int:
 
 def _expected_bytes(leaf, order, value) -> bytes:
     pt = leaf.physical_type
-    if pt == PT.BOOLEAN:
+    if pt == Type.BOOLEAN:
         return bytes([value])
-    if pt in (PT.INT32, PT.INT64):
-        fmt = {PT.INT32: "i", PT.INT64: "q"}[pt]
+    if pt in (Type.INT32, Type.INT64):
+        fmt = {Type.INT32: "i", Type.INT64: "q"}[pt]
         return struct.pack("<" + (fmt.upper() if order.kind is Kind.UNSIGNED else fmt), value)
     if order.kind is Kind.FLOAT:
         return value[2].to_bytes(value[3] // 8, "little")
@@ -422,9 +422,9 @@ def _stored_key(leaf, order, raw: bytes):
         width = len(raw) * 8
         f = struct.unpack({2: "<e", 4: "<f", 8: "<d"}[len(raw)], raw)[0]
         return ("f", f, int.from_bytes(raw, "little"), width)
-    if pt == PT.BOOLEAN:
+    if pt == Type.BOOLEAN:
         return raw[0]
-    if pt in (PT.INT32, PT.INT64):
+    if pt in (Type.INT32, Type.INT64):
         return int.from_bytes(raw, "little", signed=order.kind is Kind.SIGNED)
     if order.kind is Kind.DECIMAL_BYTES:
         return int.from_bytes(raw, "big", signed=True)
@@ -500,12 +500,12 @@ def test_strip_helper(name, oracle_dir):
     assert stripped[:start] == original[:start]  # old index blocks stay, as dead bytes
     old_meta, _ = decode_struct(original, start, len(original) - 8)
     new_meta, _ = decode_struct(stripped, start, len(stripped) - 8)
-    old_rgs, new_rgs = old_meta.get(F.FMD_ROW_GROUPS).items, new_meta.get(F.FMD_ROW_GROUPS).items
+    old_rgs, new_rgs = old_meta.get(FileMetaData.ROW_GROUPS).items, new_meta.get(FileMetaData.ROW_GROUPS).items
     for old_rg, new_rg in zip(old_rgs, new_rgs, strict=True):
         for old_cc, new_cc in zip(old_rg.get(1).items, new_rg.get(1).items, strict=True):
             assert not any(new_cc.has(i) for i in (4, 5, 6, 7))
             assert new_cc == old_cc.without(4, 5, 6, 7)
-    assert new_meta.without(F.FMD_ROW_GROUPS) == old_meta.without(F.FMD_ROW_GROUPS)
+    assert new_meta.without(FileMetaData.ROW_GROUPS) == old_meta.without(FileMetaData.ROW_GROUPS)
     try:
         md = pq.ParquetFile(r.stripped).metadata
     except (OSError, pa.ArrowException):

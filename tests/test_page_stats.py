@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
-from pageindex.format.footer import F, read_footer
-from pageindex.format.schema import PT
+from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import FileMetaData, Type
 from pageindex.format.thrift import T
 from pageindex.index.page_stats import untrusted_writer
 from pageindex.index.reader import read_column_index, read_offset_index
@@ -158,11 +158,11 @@ def test_marker_records_the_option(tmp_path):
 
 
 @pytest.mark.parametrize("created_by,ptype,bad", [
-    ("parquet-mr version 1.7.0 (build x)", PT.BYTE_ARRAY, True),
-    ("parquet-mr version 1.7.9", PT.FIXED_LEN_BYTE_ARRAY, True),
-    ("parquet-mr version 1.7.0 (build x)", PT.INT64, False),
-    ("parquet-mr version 1.8.0 (build x)", PT.BYTE_ARRAY, False),
-    ("parquet-cpp-arrow version 15.0.0", PT.BYTE_ARRAY, False),
+    ("parquet-mr version 1.7.0 (build x)", Type.BYTE_ARRAY, True),
+    ("parquet-mr version 1.7.9", Type.FIXED_LEN_BYTE_ARRAY, True),
+    ("parquet-mr version 1.7.0 (build x)", Type.INT64, False),
+    ("parquet-mr version 1.8.0 (build x)", Type.BYTE_ARRAY, False),
+    ("parquet-cpp-arrow version 15.0.0", Type.BYTE_ARRAY, False),
 ])
 def test_known_bad_writers(created_by, ptype, bad):
     assert (untrusted_writer(created_by, ptype) is not None) is bad
@@ -172,6 +172,6 @@ def test_parquet_251_file_is_decoded_exactly(tmp_path):
     """A binary column written by parquet-mr 1.7 (simulated by its created_by) is decoded."""
     path = _file(tmp_path, pa.table({"s": pa.array([f"v{i:05d}" for i in range(3000)])}))
     old = tmp_path / "old.parquet"
-    rewrite_footer(path, old, lambda meta: meta.set(F.FMD_CREATED_BY, T.BINARY, b"parquet-mr version 1.7.0 (build x)"))
+    rewrite_footer(path, old, lambda meta: meta.set(FileMetaData.CREATED_BY, T.BINARY, b"parquet-mr version 1.7.0 (build x)"))
     result = pageindex.retrofit(str(old), str(tmp_path / "o.parquet"), trust_page_stats=True)
     assert [c.source for c in result.chunks] == ["exact"]

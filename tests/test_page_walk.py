@@ -13,19 +13,15 @@ import pytest
 
 import pageindex
 from pageindex.errors import MalformedFileError
-from pageindex.format.footer import F, read_footer
+from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import FileMetaData, PageType
 from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
 from pageindex.index.reader import read_column_index, read_offset_index
 from pageindex.io.storage import open_source
-from pageindex.scan.page_walk import (
-    DATA_PAGE,
-    DATA_PAGE_V2,
-    DICTIONARY_PAGE,
-    INDEX_PAGE,
-    walk_chunk,
-)
+from pageindex.scan.page_walk import walk_chunk
 from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path, corpus_rows
+from tests.helpers.page_reader import INDEX_PAGE
 from tests.helpers.tables import page_headers
 
 DATA = "parquet-testing/data/"
@@ -55,14 +51,14 @@ def test_matches_independent_header_reader(path):
     reference = page_headers(path)
     for key, (chunk, pages) in walked.items():
         ref = reference[(key[0], chunk.leaf.dotted)]
-        kinds = ([DICTIONARY_PAGE] if pages.dictionary else []) + [p.kind for p in pages.pages]
+        kinds = ([PageType.DICTIONARY_PAGE] if pages.dictionary else []) + [p.kind for p in pages.pages]
         ref_kinds = [p.type for p in ref if p.type != INDEX_PAGE]
         if chunk.num_values == 0:
             assert pages.pages == () and pages.dictionary is None
             continue
         assert kinds == ref_kinds, key
         assert [p.size for p in pages.pages] == [r.header_size + r.compressed_size for r in ref
-                                                 if r.type in (DATA_PAGE, DATA_PAGE_V2)]
+                                                 if r.type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
         assert not pages.metadata_too_small
         assert pages.start == chunk.start and pages.end <= chunk.start + chunk.total_compressed_size
 
@@ -186,7 +182,7 @@ def test_v2_pages():
     path = corpus_path(DATA + "datapage_v2.snappy.parquet")
     walked = walk_all(path)
     v2 = [p for _, pages in walked.values() for p in pages.pages]
-    assert v2 and all(p.kind == DATA_PAGE_V2 for p in v2)
+    assert v2 and all(p.kind == PageType.DATA_PAGE_V2 for p in v2)
     for p in v2:
         assert p.num_rows is not None and p.num_nulls is not None
         assert p.def_levels_size + p.rep_levels_size <= p.compressed_size
@@ -220,7 +216,7 @@ def _insert_page(src: Path, dst: Path, header: Struct, body: bytes) -> tuple[int
     inserted = encode_struct(header) + body
     (n,) = struct.unpack("<I", data[-8:-4])
     meta, _ = decode_struct(data[-8 - n : -8])
-    rg = meta.get(F.FMD_ROW_GROUPS).items[0]
+    rg = meta.get(FileMetaData.ROW_GROUPS).items[0]
     cc = rg.get(1).items[0]
     cmd = cc.get(3)
     cmd = cmd.set(6, T.I64, cmd.get(6) + len(inserted)).set(7, T.I64, cmd.get(7) + len(inserted))
@@ -228,7 +224,7 @@ def _insert_page(src: Path, dst: Path, header: Struct, body: bytes) -> tuple[int
     rg = rg.set(1, T.LIST, TList(T.STRUCT, (cc,))).set(2, T.I64, rg.get(2) + len(inserted))
     if rg.has(6):
         rg = rg.set(6, T.I64, rg.get(6) + len(inserted))
-    meta = meta.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, (rg,)))
+    meta = meta.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, (rg,)))
     footer = encode_struct(meta)
     body_end = len(data) - 8 - n
     dst.write_bytes(data[:at] + inserted + data[at:body_end] + footer + struct.pack("<I", len(footer)) + b"PAR1")
@@ -249,7 +245,7 @@ def test_index_pages_are_skipped(tmp_path):
     assert pq.read_table(dst).equals(pq.read_table(src))  # Arrow C++ skips it too
     ((_chunk, pages),) = walk_all(dst).values()
     assert len(pages.pages) == n_data
-    assert all(p.kind == DATA_PAGE for p in pages.pages)
+    assert all(p.kind == PageType.DATA_PAGE for p in pages.pages)
     assert at not in [p.offset for p in pages.pages]
     assert pages.pages[1].offset > at
     out = tmp_path / "indexed.parquet"
@@ -271,7 +267,7 @@ def test_empty_data_page(tmp_path):
                    write_statistics=False)
     body = struct.pack("<I", 0)  # RLE definition levels: 4-byte length 0, no values
     v1 = Struct((Field(1, T.I32, 0), Field(2, T.I32, 0), Field(3, T.I32, 3), Field(4, T.I32, 3)))
-    header = Struct((Field(1, T.I32, DATA_PAGE), Field(2, T.I32, len(body)), Field(3, T.I32, len(body)),
+    header = Struct((Field(1, T.I32, PageType.DATA_PAGE), Field(2, T.I32, len(body)), Field(3, T.I32, len(body)),
                      Field(5, T.STRUCT, v1)))
     dst = tmp_path / "empty_page.parquet"
     _insert_page(src, dst, header, body)

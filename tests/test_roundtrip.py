@@ -33,15 +33,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.format.footer import read_footer
-from pageindex.index.reader import (
-    ASCENDING_ORDER,
-    DESCENDING_ORDER,
-    UNORDERED_ORDER,
-    ColumnIndexView,
-    OffsetIndexView,
-    read_column_index,
-    read_offset_index,
-)
+from pageindex.format.parquet_thrift import BoundaryOrder
+from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
 from pageindex.io.storage import open_source
 from pageindex.retrofit import retrofit
 from pageindex.verify import verify
@@ -274,12 +267,12 @@ def bytes_boundary_order(ci: ColumnIndexView) -> int:
     """The boundary order the stored (possibly truncated) byte bounds allow (PAGE-INDEX-NOTES)."""
     pairs = [(lo, hi) for lo, hi, null in zip(ci.min_values, ci.max_values, ci.null_pages) if not null]
     if not pairs:
-        return UNORDERED_ORDER
+        return BoundaryOrder.UNORDERED
     if all(a[0] <= b[0] and a[1] <= b[1] for a, b in itertools.pairwise(pairs)):
-        return ASCENDING_ORDER
+        return BoundaryOrder.ASCENDING
     if all(a[0] >= b[0] and a[1] >= b[1] for a, b in itertools.pairwise(pairs)):
-        return DESCENDING_ORDER
-    return UNORDERED_ORDER
+        return BoundaryOrder.DESCENDING
+    return BoundaryOrder.UNORDERED
 
 
 CI_FIELDS = ("null_pages", "min_values", "max_values", "boundary_order", "null_counts",
@@ -617,8 +610,8 @@ def test_truncation_and_boundary_order_on_ties(tmp_path):
     stored bounds (readers only need min and max non-decreasing for ASCENDING)."""
     base = "k" * 70
     pages = [[base + "a", base + "b"], [base + "c", base + "d"], [base + "e", base + "f"]]
-    for layout, pyarrow_order in ((pages, ASCENDING_ORDER),
-                                  ([p[::-1] for p in pages[::-1]], DESCENDING_ORDER)):
+    for layout, pyarrow_order in ((pages, BoundaryOrder.ASCENDING),
+                                  ([p[::-1] for p in pages[::-1]], BoundaryOrder.DESCENDING)):
         plain, ours, twin = tmp_path / "p.parquet", tmp_path / "o.parquet", tmp_path / "t.parquet"
         _pages_file(plain, layout, pa.string())
         _pages_file(twin, layout, pa.string(), write_page_index=True)
@@ -626,7 +619,7 @@ def test_truncation_and_boundary_order_on_ties(tmp_path):
         mine, theirs = _one_chunk_index(ours), _one_chunk_index(twin)
         assert len(mine) == 3 and len(set(mine.min_values)) == 1 and len(set(mine.max_values)) == 1
         assert theirs.boundary_order == pyarrow_order
-        assert mine.boundary_order == ASCENDING_ORDER
+        assert mine.boundary_order == BoundaryOrder.ASCENDING
         assert verify(str(ours)).ok
 
 
@@ -643,10 +636,10 @@ def test_truncation_of_binary_max_with_carry(tmp_path):
     retrofit(str(plain), str(ours))
     _pages_file(twin, pages, pa.binary(), write_page_index=True)
     mine, theirs = _one_chunk_index(ours), _one_chunk_index(twin)
-    assert theirs.max_values[0] == long_max and theirs.boundary_order == ASCENDING_ORDER
+    assert theirs.max_values[0] == long_max and theirs.boundary_order == BoundaryOrder.ASCENDING
     assert mine.max_values[0] == b"b" + b"\x00" * 63
     assert check_truncated_max(mine.max_values[0], long_max) is None
-    assert mine.boundary_order == UNORDERED_ORDER
+    assert mine.boundary_order == BoundaryOrder.UNORDERED
     assert verify(str(ours)).ok
 
 

@@ -6,15 +6,8 @@ import pytest
 
 from pageindex.errors import MalformedFileError
 from pageindex.format.footer import read_footer
-from pageindex.format.schema import (
-    MAX_SCHEMA_DEPTH,
-    OPTIONAL,
-    PT,
-    REPEATED,
-    REQUIRED,
-    SE,
-    leaves_of,
-)
+from pageindex.format.parquet_thrift import FieldRepetitionType, SchemaElement, Type
+from pageindex.format.schema import MAX_SCHEMA_DEPTH, leaves_of
 from pageindex.format.thrift import Field, Struct, T, TList
 from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path, corpus_rows
@@ -23,27 +16,27 @@ VALID = [corpus_path(r) for cat in ("candidate", "oracle", "candidate_reader_lim
          for r in corpus_rows(cat)]
 
 
-def el(name: str, rep: int | None = REQUIRED, *, ptype: int | None = None, children: int | None = None,
-       type_length: int | None = None, converted: int | None = None, logical: Struct | None = None,
+def el(name: str, rep: int | None = FieldRepetitionType.REQUIRED, *, ptype: int | None = None,
+       children: int | None = None, type_length: int | None = None, converted: int | None = None, logical: Struct | None = None,
        scale: int | None = None, precision: int | None = None) -> Struct:
     fields = []
     if ptype is not None:
-        fields.append(Field(SE.TYPE, T.I32, ptype))
+        fields.append(Field(SchemaElement.TYPE, T.I32, ptype))
     if type_length is not None:
-        fields.append(Field(SE.TYPE_LENGTH, T.I32, type_length))
+        fields.append(Field(SchemaElement.TYPE_LENGTH, T.I32, type_length))
     if rep is not None:
-        fields.append(Field(SE.REPETITION, T.I32, rep))
-    fields.append(Field(SE.NAME, T.BINARY, name.encode()))
+        fields.append(Field(SchemaElement.REPETITION_TYPE, T.I32, rep))
+    fields.append(Field(SchemaElement.NAME, T.BINARY, name.encode()))
     if children is not None:
-        fields.append(Field(SE.NUM_CHILDREN, T.I32, children))
+        fields.append(Field(SchemaElement.NUM_CHILDREN, T.I32, children))
     if converted is not None:
-        fields.append(Field(SE.CONVERTED_TYPE, T.I32, converted))
+        fields.append(Field(SchemaElement.CONVERTED_TYPE, T.I32, converted))
     if scale is not None:
-        fields.append(Field(SE.SCALE, T.I32, scale))
+        fields.append(Field(SchemaElement.SCALE, T.I32, scale))
     if precision is not None:
-        fields.append(Field(SE.PRECISION, T.I32, precision))
+        fields.append(Field(SchemaElement.PRECISION, T.I32, precision))
     if logical is not None:
-        fields.append(Field(SE.LOGICAL_TYPE, T.STRUCT, logical))
+        fields.append(Field(SchemaElement.LOGICAL_TYPE, T.STRUCT, logical))
     return Struct(tuple(fields))
 
 
@@ -72,12 +65,12 @@ def test_leaves_match_pyarrow(path):
         assert leaf.dotted == col.path, (i, leaf.path)
         assert leaf.max_def == col.max_definition_level, leaf.dotted
         assert leaf.max_rep == col.max_repetition_level, leaf.dotted
-        assert PT.NAMES[leaf.physical_type] == col.physical_type
+        assert Type.NAMES[leaf.physical_type] == col.physical_type
         if col.physical_type == "FIXED_LEN_BYTE_ARRAY":
             assert leaf.type_length == col.length
         else:
             assert leaf.type_length is None
-        assert leaf.ancestry[-1].get(SE.NAME).decode() == col.name
+        assert leaf.ancestry[-1].get(SchemaElement.NAME).decode() == col.name
 
 
 def test_nested_levels_by_hand():
@@ -85,12 +78,12 @@ def test_nested_levels_by_hand():
     #   required int32 x; repeated binary y; } } } required int64 z; }
     s = schema(
         root(2),
-        el("a", OPTIONAL, children=1, converted=3),
-        el("list", REPEATED, children=1),
-        el("element", OPTIONAL, children=2),
-        el("x", REQUIRED, ptype=PT.INT32),
-        el("y", REPEATED, ptype=PT.BYTE_ARRAY, converted=0),
-        el("z", REQUIRED, ptype=PT.INT64),
+        el("a", FieldRepetitionType.OPTIONAL, children=1, converted=3),
+        el("list", FieldRepetitionType.REPEATED, children=1),
+        el("element", FieldRepetitionType.OPTIONAL, children=2),
+        el("x", FieldRepetitionType.REQUIRED, ptype=Type.INT32),
+        el("y", FieldRepetitionType.REPEATED, ptype=Type.BYTE_ARRAY, converted=0),
+        el("z", FieldRepetitionType.REQUIRED, ptype=Type.INT64),
     )
     leaves = leaves_of(s)
     assert [(l.path, l.max_def, l.max_rep) for l in leaves] == [
@@ -100,29 +93,29 @@ def test_nested_levels_by_hand():
     ]
     assert [l.index for l in leaves] == [0, 1, 2]
     y = leaves[1]
-    assert [e.get(SE.NAME) for e in y.ancestry] == [b"a", b"list", b"element", b"y"]
+    assert [e.get(SchemaElement.NAME) for e in y.ancestry] == [b"a", b"list", b"element", b"y"]
     assert y.converted_type == 0 and y.logical_type is None and y.logical_id is None
 
 
 def test_leaf_type_details():
     decimal = Struct((Field(5, T.STRUCT, Struct((Field(1, T.I32, 2), Field(2, T.I32, 9)))),))
-    s = schema(root(2), el("d", OPTIONAL, ptype=PT.FIXED_LEN_BYTE_ARRAY, type_length=4,
+    s = schema(root(2), el("d", FieldRepetitionType.OPTIONAL, ptype=Type.FIXED_LEN_BYTE_ARRAY, type_length=4,
                            converted=5, scale=2, precision=9, logical=decimal),
-               el("e", OPTIONAL, ptype=PT.INT32, logical=Struct()))
+               el("e", FieldRepetitionType.OPTIONAL, ptype=Type.INT32, logical=Struct()))
     d, e = leaves_of(s)
     assert d.type_length == 4 and d.scale == 2 and d.precision == 9 and d.logical_id == 5
     assert e.logical_type == Struct() and e.logical_id is None  # an empty union is "no logical type"
 
 
 def test_empty_group_is_not_a_leaf():
-    s = schema(root(2), el("g", OPTIONAL, children=0), el("v", OPTIONAL, ptype=PT.INT32))
+    s = schema(root(2), el("g", FieldRepetitionType.OPTIONAL, children=0), el("v", FieldRepetitionType.OPTIONAL, ptype=Type.INT32))
     assert [l.dotted for l in leaves_of(s)] == ["v"]
 
 
 def test_deep_schema_within_limit():
     depth = MAX_SCHEMA_DEPTH - 1
-    elements = [root(1)] + [el(f"g{i}", OPTIONAL, children=1) for i in range(depth)]
-    elements.append(el("leaf", OPTIONAL, ptype=PT.INT32))
+    elements = [root(1)] + [el(f"g{i}", FieldRepetitionType.OPTIONAL, children=1) for i in range(depth)]
+    elements.append(el("leaf", FieldRepetitionType.OPTIONAL, ptype=Type.INT32))
     (leaf,) = leaves_of(schema(*elements))
     assert leaf.max_def == depth + 1 and len(leaf.path) == depth + 1
 
@@ -131,16 +124,16 @@ def test_deep_schema_within_limit():
     ((), "no schema"),
     ((el("schema", None),), "num_children"),
     ((el("schema", None, children=-1),), "num_children"),
-    ((root(2), el("a", OPTIONAL, ptype=PT.INT32)), "ends before"),
-    ((root(1), el("a", OPTIONAL, ptype=PT.INT32), el("b", OPTIONAL, ptype=PT.INT32)), "outside the tree"),
-    ((root(1), el("g", OPTIONAL, children=5), el("a", OPTIONAL, ptype=PT.INT32)), "claims 5 children"),
-    ((root(1), el("a", None, ptype=PT.INT32)), "repetition"),
-    ((root(1), el("a", 7, ptype=PT.INT32)), "repetition"),
-    ((root(1), el("a", OPTIONAL, ptype=8)), "physical type"),
-    ((root(1), el("a", OPTIONAL, ptype=-1)), "physical type"),
-    ((root(1), el("a", OPTIONAL, ptype=PT.FIXED_LEN_BYTE_ARRAY)), "type_length"),
-    ((root(1), el("a", OPTIONAL, ptype=PT.FIXED_LEN_BYTE_ARRAY, type_length=0)), "type_length"),
-    ((root(1), el("a", OPTIONAL, ptype=PT.FIXED_LEN_BYTE_ARRAY, type_length=1 << 24)), "type_length"),
+    ((root(2), el("a", FieldRepetitionType.OPTIONAL, ptype=Type.INT32)), "ends before"),
+    ((root(1), el("a", FieldRepetitionType.OPTIONAL, ptype=Type.INT32), el("b", FieldRepetitionType.OPTIONAL, ptype=Type.INT32)), "outside the tree"),
+    ((root(1), el("g", FieldRepetitionType.OPTIONAL, children=5), el("a", FieldRepetitionType.OPTIONAL, ptype=Type.INT32)), "claims 5 children"),
+    ((root(1), el("a", None, ptype=Type.INT32)), "repetition"),
+    ((root(1), el("a", 7, ptype=Type.INT32)), "repetition"),
+    ((root(1), el("a", FieldRepetitionType.OPTIONAL, ptype=8)), "physical type"),
+    ((root(1), el("a", FieldRepetitionType.OPTIONAL, ptype=-1)), "physical type"),
+    ((root(1), el("a", FieldRepetitionType.OPTIONAL, ptype=Type.FIXED_LEN_BYTE_ARRAY)), "type_length"),
+    ((root(1), el("a", FieldRepetitionType.OPTIONAL, ptype=Type.FIXED_LEN_BYTE_ARRAY, type_length=0)), "type_length"),
+    ((root(1), el("a", FieldRepetitionType.OPTIONAL, ptype=Type.FIXED_LEN_BYTE_ARRAY, type_length=1 << 24)), "type_length"),
 ])
 def test_malformed_schemas(elements, match):
     with pytest.raises(MalformedFileError, match=match):
@@ -156,21 +149,22 @@ def test_schema_not_a_list_or_not_structs():
 
 def test_too_deep_schema():
     depth = MAX_SCHEMA_DEPTH + 5
-    elements = [root(1)] + [el(f"g{i}", OPTIONAL, children=1) for i in range(depth)]
-    elements.append(el("leaf", OPTIONAL, ptype=PT.INT32))
+    elements = [root(1)] + [el(f"g{i}", FieldRepetitionType.OPTIONAL, children=1) for i in range(depth)]
+    elements.append(el("leaf", FieldRepetitionType.OPTIONAL, ptype=Type.INT32))
     with pytest.raises(MalformedFileError, match="deeper"):
         leaves_of(schema(*elements))
 
 
 def test_many_leaves_fast():
     n = 20_000
-    elements = [root(n)] + [el(f"c{i}", OPTIONAL, ptype=PT.INT64) for i in range(n)]
+    elements = [root(n)] + [el(f"c{i}", FieldRepetitionType.OPTIONAL, ptype=Type.INT64) for i in range(n)]
     leaves = leaves_of(schema(*elements))
     assert len(leaves) == n and leaves[-1].dotted == f"c{n - 1}"
 
 
 def test_non_utf8_name_does_not_crash():
-    s = schema(root(1), Struct((Field(SE.TYPE, T.I32, PT.INT32), Field(SE.REPETITION, T.I32, OPTIONAL),
-                                Field(SE.NAME, T.BINARY, b"\xff\xfe"))))
+    s = schema(root(1), Struct((Field(SchemaElement.TYPE, T.I32, Type.INT32),
+                                Field(SchemaElement.REPETITION_TYPE, T.I32, FieldRepetitionType.OPTIONAL),
+                                Field(SchemaElement.NAME, T.BINARY, b"\xff\xfe"))))
     (leaf,) = leaves_of(s)
     assert leaf.dotted == "\ufffd\ufffd"

@@ -12,10 +12,10 @@ import pytest
 
 import pageindex
 from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import PageType
 from pageindex.format.thrift import Field, Struct, T, TList
 from pageindex.index.reader import read_column_index, read_offset_index
 from pageindex.io.storage import open_source
-from pageindex.scan.page_walk import DATA_PAGE
 from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
@@ -275,7 +275,7 @@ def test_empty_page_index_reported(tmp_path):
                    write_statistics=False)
     body = struct.pack("<I", 0)
     v1 = Struct((Field(1, T.I32, 0), Field(2, T.I32, 0), Field(3, T.I32, 3), Field(4, T.I32, 3)))
-    header = Struct((Field(1, T.I32, DATA_PAGE), Field(2, T.I32, 4), Field(3, T.I32, 4), Field(5, T.STRUCT, v1)))
+    header = Struct((Field(1, T.I32, PageType.DATA_PAGE), Field(2, T.I32, 4), Field(3, T.I32, 4), Field(5, T.STRUCT, v1)))
     crafted = tmp_path / "empty_page.parquet"
     _insert_page(src, crafted, header, body)
     ours = tmp_path / "ours.parquet"

@@ -11,7 +11,8 @@ import pytest
 
 import pageindex
 from pageindex import __version__
-from pageindex.format.footer import F, decode_footer, read_footer
+from pageindex.format.footer import decode_footer, read_footer
+from pageindex.format.parquet_thrift import ColumnChunk, FileMetaData
 from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
 from pageindex.index.marker import MARKER_KEY, marker_value
 from pageindex.index.tail_writer import TYPE_ORDER, ChunkIndexes, build_tail
@@ -29,7 +30,7 @@ def footer_of(path):
 
 
 def kv_pairs(footer) -> list[tuple[bytes, bytes | None]]:
-    kvs = footer.metadata.get(F.FMD_KV)
+    kvs = footer.metadata.get(FileMetaData.KEY_VALUE_METADATA)
     return [(kv.get(1), kv.get(2)) for kv in (kvs.items if kvs else ())]
 
 
@@ -105,7 +106,7 @@ def test_existing_marker_replaced_not_duplicated(three_groups, tmp_path):
 
 def test_kv_list_created_when_absent(three_groups, tmp_path):
     before = footer_of(three_groups)
-    meta = before.metadata.without(F.FMD_KV)
+    meta = before.metadata.without(FileMetaData.KEY_VALUE_METADATA)
     raw = encode_struct(meta)
     src = tmp_path / "nokv.parquet"
     src.write_bytes(three_groups.read_bytes()[: before.footer_start] + raw + struct.pack("<I", len(raw)) + b"PAR1")
@@ -118,17 +119,17 @@ def test_column_orders_added_only_when_absent(tmp_path):
     # alltypes_plain (old parquet-mr) declares no column_orders: TYPE_ORDER per leaf is added
     src = corpus_path(DATA + "alltypes_plain.parquet")
     before = footer_of(src)
-    assert not before.metadata.has(F.FMD_COLUMN_ORDERS)
+    assert not before.metadata.has(FileMetaData.COLUMN_ORDERS)
     out = tmp_path / "plain.parquet"
     pageindex.retrofit(str(src), str(out))
-    orders = footer_of(out).metadata.get(F.FMD_COLUMN_ORDERS)
+    orders = footer_of(out).metadata.get(FileMetaData.COLUMN_ORDERS)
     assert orders.items == (TYPE_ORDER,) * len(before.leaves)
     # floating_orders_nan_count declares IEEE_754_TOTAL_ORDER on some columns: kept untouched
     src = corpus_path(DATA + "floating_orders_nan_count.parquet")
     stripped = strip_page_index(src, tmp_path / "fo.parquet")
     out = tmp_path / "fo_out.parquet"
     pageindex.retrofit(str(stripped), str(out))
-    assert footer_of(out).metadata.get(F.FMD_COLUMN_ORDERS) == footer_of(src).metadata.get(F.FMD_COLUMN_ORDERS)
+    assert footer_of(out).metadata.get(FileMetaData.COLUMN_ORDERS) == footer_of(src).metadata.get(FileMetaData.COLUMN_ORDERS)
 
 
 def test_footer_otherwise_preserved(three_groups, tmp_path):
@@ -136,7 +137,7 @@ def test_footer_otherwise_preserved(three_groups, tmp_path):
     out = tmp_path / "o.parquet"
     before = footer_of(three_groups)
     # add unknown fields to prove they survive
-    meta = before.metadata.set(300, T.BINARY, b"future").set(F.FMD_CREATED_BY, T.BINARY, b"me")
+    meta = before.metadata.set(300, T.BINARY, b"future").set(FileMetaData.CREATED_BY, T.BINARY, b"me")
     data = three_groups.read_bytes()
     raw = encode_struct(meta)
     src = tmp_path / "unknown.parquet"
@@ -145,10 +146,11 @@ def test_footer_otherwise_preserved(three_groups, tmp_path):
     after = footer_of(out).metadata
 
     def normalize(m: Struct) -> Struct:
-        groups = m.get(F.FMD_ROW_GROUPS)
+        groups = m.get(FileMetaData.ROW_GROUPS)
         rows = tuple(g.set(1, T.LIST, TList(T.STRUCT, tuple(cc.without(4, 5, 6, 7) for cc in g.get(1).items)))
                      for g in groups.items)
-        return m.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, rows)).without(F.FMD_KV, F.FMD_COLUMN_ORDERS)
+        return m.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, rows)).without(
+            FileMetaData.KEY_VALUE_METADATA, FileMetaData.COLUMN_ORDERS)
 
     assert normalize(after) == normalize(meta)
     assert after.get(300) == b"future"
@@ -167,8 +169,8 @@ def test_stale_index_fields_removed_for_chunks_without_new_index(tmp_path):
     pageindex.retrofit(str(src), str(out), force=True)
     f_chunk = footer_of(out).chunks[0][1]
     assert f_chunk.has_offset_index and not f_chunk.has_column_index
-    cc = footer_of(out).metadata.get(F.FMD_ROW_GROUPS).items[0].get(1).items[1]
-    assert not cc.has(F.CC_CI_OFFSET) and not cc.has(F.CC_CI_LENGTH)
+    cc = footer_of(out).metadata.get(FileMetaData.ROW_GROUPS).items[0].get(1).items[1]
+    assert not cc.has(ColumnChunk.COLUMN_INDEX_OFFSET) and not cc.has(ColumnChunk.COLUMN_INDEX_LENGTH)
     assert verify(str(out)).ok
     assert not pq.ParquetFile(out).metadata.row_group(0).column(1).has_column_index
 
@@ -177,12 +179,12 @@ def test_build_tail_unit(three_groups):
     footer = footer_of(three_groups)
     # give the footer fake stale pointers on every chunk, then build a tail with mixed indexes
     meta = footer.metadata
-    groups = meta.get(F.FMD_ROW_GROUPS)
+    groups = meta.get(FileMetaData.ROW_GROUPS)
     rows = []
     for g in groups.items:
         ccs = tuple(cc.set(4, T.I64, 4).set(5, T.I32, 1).set(6, T.I64, 4).set(7, T.I32, 1) for cc in g.get(1).items)
         rows.append(g.set(1, T.LIST, TList(T.STRUCT, ccs)))
-    meta = meta.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, tuple(rows)))
+    meta = meta.set(FileMetaData.ROW_GROUPS, T.LIST, TList(T.STRUCT, tuple(rows)))
     stale = decode_footer(encode_struct(meta), footer.footer_start + len(encode_struct(meta)) + 8, "x")
     ci = Struct((Field(1, T.LIST, TList(T.TRUE, (True,))),))
     oi = Struct((Field(1, T.LIST, TList(T.STRUCT, ())),))
@@ -192,7 +194,7 @@ def test_build_tail_unit(three_groups):
     new_meta, _ = decode_struct(tail[-8 - n : -8])
     ci_len, oi_len = len(encode_struct(ci)), len(encode_struct(oi))
     base = footer.footer_start
-    for r, g in enumerate(new_meta.get(F.FMD_ROW_GROUPS).items):
+    for r, g in enumerate(new_meta.get(FileMetaData.ROW_GROUPS).items):
         a, b, c = g.get(1).items
         assert (a.get(6), a.get(7)) == (base + r * ci_len, ci_len)
         assert (a.get(4), a.get(5)) == (base + 3 * ci_len + 2 * r * oi_len, oi_len)

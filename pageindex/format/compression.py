@@ -7,10 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.format.parquet_thrift import CompressionCodec
 from pageindex.format.thrift import uleb128
-
-UNCOMPRESSED = 0
-_CODEC_NAMES = ("UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW")
 
 # LZ4 frame header: magic, FLG (version 1, independent blocks, no checksums, no content
 # size), BD (4 MiB maximum block size), header checksum byte (xxh32 of FLG BD, bits 8..15).
@@ -21,46 +19,39 @@ _LZ4_FRAME_MAX_BLOCK = 4 << 20
 _HADOOP_PREFIX = 8
 
 
-def codec_name(codec: int) -> str:
-    """The parquet.thrift name of a CompressionCodec value."""
-    if 0 <= codec < len(_CODEC_NAMES):
-        return _CODEC_NAMES[codec]
-    return f"UNKNOWN({codec})"
-
-
 def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> bytes:
     """Decompress a page body to exactly uncompressed_size bytes, never producing more."""
     if uncompressed_size < 0:
         raise MalformedFileError(f"negative uncompressed page size {uncompressed_size}")
-    if codec == UNCOMPRESSED:
+    if codec == CompressionCodec.UNCOMPRESSED:
         if len(data) != uncompressed_size:
             raise MalformedFileError(
                 f"uncompressed page has {len(data)} bytes, header says {uncompressed_size}"
             )
         return bytes(data)
-    if codec == 3:
+    if codec == CompressionCodec.LZO:
         raise UnsupportedFileError("LZO compression is not supported")
-    if codec not in (1, 2, 4, 5, 6, 7):
+    if codec not in CompressionCodec.NAMES:
         raise UnsupportedFileError(f"unknown compression codec {codec}")
     if uncompressed_size == 0 and len(data) == 0:
         # An empty section (such as the v2 values of an all-null page) may be stored as zero
         # bytes rather than as a compressed empty stream, which no codec would accept.
         return b""
     try:
-        if codec == 1:
+        if codec == CompressionCodec.SNAPPY:
             return _snappy(data, uncompressed_size)
-        if codec == 2:
+        if codec == CompressionCodec.GZIP:
             return _stream("gzip", data, uncompressed_size)
-        if codec == 4:
+        if codec == CompressionCodec.BROTLI:
             return _stream("brotli", data, uncompressed_size)
-        if codec == 5:
+        if codec == CompressionCodec.LZ4:
             return _lz4_any(data, uncompressed_size)
-        if codec == 6:
+        if codec == CompressionCodec.ZSTD:
             # Arrow's one-shot ZSTD decode already fails unless it fills the buffer exactly.
             return pa.Codec("zstd").decompress(data, uncompressed_size, asbytes=True)
         return _lz4_block(data, uncompressed_size)
     except (OSError, pa.ArrowException) as exc:
-        raise MalformedFileError(f"{codec_name(codec)} decompression failed: {exc}") from exc
+        raise MalformedFileError(f"{CompressionCodec.name(codec)} decompression failed: {exc}") from exc
 
 
 def _snappy(data: bytes | memoryview, size: int) -> bytes:
@@ -91,7 +82,7 @@ def _stream(codec: str, data: bytes | memoryview, size: int) -> bytes:
 
 
 def _lz4_any(data: bytes | memoryview, size: int) -> bytes:
-    """Codec 5 as Arrow C++ reads it: Hadoop framing, else an LZ4 frame, else a raw block."""
+    """LZ4 (the deprecated codec) as Arrow C++ reads it: Hadoop framing, else an LZ4 frame, else a raw block."""
     result = _lz4_hadoop(data, size)
     if result is not None:
         return result

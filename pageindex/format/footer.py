@@ -8,6 +8,7 @@ import struct
 from dataclasses import dataclass
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, KeyValue, RowGroup, Type
 from pageindex.format.schema import Leaf, leaves_of
 from pageindex.format.thrift import Struct, T, TList, decode_struct
 from pageindex.io.storage import Source
@@ -18,21 +19,6 @@ ENCRYPTED_MAGIC = b"PARE"
 MAX_FOOTER_BYTES = 1 << 30
 # One read of the tail usually holds the whole footer; a longer one takes a second read.
 TAIL_READ = 64 << 10
-
-
-class F:
-    """Thrift field ids used by pageindex (parquet.thrift)."""
-
-    FMD_SCHEMA, FMD_NUM_ROWS, FMD_ROW_GROUPS, FMD_KV, FMD_CREATED_BY = 2, 3, 4, 5, 6
-    FMD_COLUMN_ORDERS, FMD_ENCRYPTION_ALGORITHM = 7, 8
-    RG_COLUMNS, RG_NUM_ROWS = 1, 3
-    CC_FILE_PATH, CC_META = 1, 3
-    CC_OI_OFFSET, CC_OI_LENGTH, CC_CI_OFFSET, CC_CI_LENGTH = 4, 5, 6, 7
-    CC_CRYPTO, CC_ENCRYPTED_META = 8, 9
-    CMD_TYPE, CMD_PATH, CMD_CODEC, CMD_NUM_VALUES = 1, 3, 4, 5
-    CMD_TOTAL_UNCOMPRESSED, CMD_TOTAL_COMPRESSED = 6, 7
-    CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICT_PAGE_OFFSET = 9, 10, 11
-    KV_KEY, KV_VALUE = 1, 2
 
 
 @dataclass(frozen=True)
@@ -74,18 +60,18 @@ class Footer:
 
     @property
     def created_by(self) -> str:
-        raw = self.metadata.get(F.FMD_CREATED_BY, b"")
+        raw = self.metadata.get(FileMetaData.CREATED_BY, b"")
         return raw.decode("utf-8", "replace")
 
     @property
     def created_by_raw(self) -> bytes | None:
-        return self.metadata.get(F.FMD_CREATED_BY)
+        return self.metadata.get(FileMetaData.CREATED_BY)
 
     def key_value(self, key: str) -> str | None:
-        kvs = self.metadata.get(F.FMD_KV)
+        kvs = self.metadata.get(FileMetaData.KEY_VALUE_METADATA)
         for kv in kvs.items if kvs else ():
-            if kv.get(F.KV_KEY) == key.encode():
-                value = kv.get(F.KV_VALUE)
+            if kv.get(KeyValue.KEY) == key.encode():
+                value = kv.get(KeyValue.VALUE)
                 return None if value is None else value.decode("utf-8", "replace")
         return None
 
@@ -118,7 +104,7 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
         offset = footer_start + err.offset if err.offset is not None else None
         raise MalformedFileError(f"footer: {err.reason}", path=path, offset=offset) from None
     # Checked before the trailing bytes: a signed plaintext footer is followed by its signature.
-    if metadata.has(F.FMD_ENCRYPTION_ALGORITHM):
+    if metadata.has(FileMetaData.ENCRYPTION_ALGORITHM):
         raise EncryptedFileError("plaintext footer with encrypted columns", path=path)
     if end != len(raw):
         raise MalformedFileError(
@@ -126,7 +112,7 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
             offset=footer_start + end,
         )
     try:
-        leaves = leaves_of(metadata.get(F.FMD_SCHEMA))
+        leaves = leaves_of(metadata.get(FileMetaData.SCHEMA))
         _check_types(metadata)
         orders = _column_orders(metadata, len(leaves))
     except PageIndexError as err:
@@ -138,16 +124,16 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
 def _check_types(metadata: Struct) -> None:
     """Fields pageindex reads must have their declared Thrift types (a corrupt footer can hold
     any type under any field id)."""
-    created_by = metadata.get(F.FMD_CREATED_BY)
+    created_by = metadata.get(FileMetaData.CREATED_BY)
     if created_by is not None and not isinstance(created_by, bytes):
         raise MalformedFileError("created_by is not a string")
-    kvs = metadata.get(F.FMD_KV)
+    kvs = metadata.get(FileMetaData.KEY_VALUE_METADATA)
     if kvs is None:
         return
     if not _struct_list(kvs):
         raise MalformedFileError("key_value_metadata is not a list of structs")
     for kv in kvs.items:
-        if not isinstance(kv.get(F.KV_KEY), bytes) or not isinstance(kv.get(F.KV_VALUE, b""), bytes):
+        if not isinstance(kv.get(KeyValue.KEY), bytes) or not isinstance(kv.get(KeyValue.VALUE, b""), bytes):
             raise MalformedFileError("a key_value_metadata entry has no string key or value")
 
 
@@ -157,7 +143,7 @@ def _struct_list(value: object) -> bool:
 
 
 def _column_orders(metadata: Struct, leaves: int) -> tuple[Struct, ...] | None:
-    orders = metadata.get(F.FMD_COLUMN_ORDERS)
+    orders = metadata.get(FileMetaData.COLUMN_ORDERS)
     if orders is None:
         return None
     if not _struct_list(orders):
@@ -179,7 +165,7 @@ def _require_int(s: Struct, field_id: int, what: str, lo: int, hi: int) -> int:
 def _row_groups(
     metadata: Struct, leaves: tuple[Leaf, ...], footer_start: int, path: str
 ) -> tuple[tuple[int, ...], tuple[tuple[ChunkMeta, ...], ...]]:
-    groups = metadata.get(F.FMD_ROW_GROUPS)
+    groups = metadata.get(FileMetaData.ROW_GROUPS)
     if not isinstance(groups, TList):
         raise MalformedFileError("footer has no row group list", path=path)
     rows, chunks = [], []
@@ -187,8 +173,8 @@ def _row_groups(
         try:
             if not isinstance(rg, Struct):
                 raise MalformedFileError("row group is not a struct")
-            num_rows = _require_int(rg, F.RG_NUM_ROWS, "row group num_rows", 0, 1 << 62)
-            columns = rg.get(F.RG_COLUMNS)
+            num_rows = _require_int(rg, RowGroup.NUM_ROWS, "row group num_rows", 0, 1 << 62)
+            columns = rg.get(RowGroup.COLUMNS)
             if not isinstance(columns, TList) or len(columns.items) != len(leaves):
                 raise MalformedFileError(
                     f"row group has {len(columns.items) if isinstance(columns, TList) else 'no'} "
@@ -212,28 +198,28 @@ def _chunk(
     try:
         if not isinstance(cc, Struct):
             raise MalformedFileError("column chunk is not a struct")
-        if cc.has(F.CC_CRYPTO) or cc.has(F.CC_ENCRYPTED_META):
+        if cc.has(ColumnChunk.CRYPTO_METADATA) or cc.has(ColumnChunk.ENCRYPTED_COLUMN_METADATA):
             raise EncryptedFileError("column chunk is encrypted")
-        if cc.get(F.CC_FILE_PATH):
+        if cc.get(ColumnChunk.FILE_PATH):
             raise MalformedFileError("column chunk lives in another file (file_path is set)")
-        meta = cc.get(F.CC_META)
+        meta = cc.get(ColumnChunk.META_DATA)
         if not isinstance(meta, Struct):
             raise MalformedFileError("column chunk has no ColumnMetaData")
-        ptype = _require_int(meta, F.CMD_TYPE, "physical type", 0, 7)
+        ptype = _require_int(meta, ColumnMetaData.TYPE, "physical type", 0, Type.FIXED_LEN_BYTE_ARRAY)
         if ptype != leaf.physical_type:
             raise MalformedFileError(
                 f"ColumnMetaData type {ptype} does not match schema type {leaf.physical_type}"
             )
-        codec = _require_int(meta, F.CMD_CODEC, "codec", 0, 1 << 31)
-        num_values = _require_int(meta, F.CMD_NUM_VALUES, "num_values", 0, 1 << 62)
-        size = _require_int(meta, F.CMD_TOTAL_COMPRESSED, "total_compressed_size", 0, footer_start)
-        data_off = _require_int(meta, F.CMD_DATA_PAGE_OFFSET, "data_page_offset", 0, footer_start)
-        dict_off = meta.get(F.CMD_DICT_PAGE_OFFSET)
+        codec = _require_int(meta, ColumnMetaData.CODEC, "codec", 0, 1 << 31)
+        num_values = _require_int(meta, ColumnMetaData.NUM_VALUES, "num_values", 0, 1 << 62)
+        size = _require_int(meta, ColumnMetaData.TOTAL_COMPRESSED_SIZE, "total_compressed_size", 0, footer_start)
+        data_off = _require_int(meta, ColumnMetaData.DATA_PAGE_OFFSET, "data_page_offset", 0, footer_start)
+        dict_off = meta.get(ColumnMetaData.DICTIONARY_PAGE_OFFSET)
         # Some writers store 0 (or an offset past the data) to mean "no dictionary page".
         if not isinstance(dict_off, int) or dict_off <= 0 or dict_off >= data_off:
             dict_off = None
-        oi = _index_location(cc, F.CC_OI_OFFSET, F.CC_OI_LENGTH, footer_start)
-        ci = _index_location(cc, F.CC_CI_OFFSET, F.CC_CI_LENGTH, footer_start)
+        oi = _index_location(cc, ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH, footer_start)
+        ci = _index_location(cc, ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH, footer_start)
     except PageIndexError as err:
         raise err.located(path=path, row_group=rg, column=leaf.dotted) from None
     return ChunkMeta(

@@ -7,27 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pageindex.errors import MalformedFileError
+from pageindex.format.parquet_thrift import FieldRepetitionType, SchemaElement, Type
 from pageindex.format.thrift import Struct, TList
 
 MAX_SCHEMA_DEPTH = 100
-
-
-class PT:
-    """Physical types (parquet.thrift Type)."""
-
-    BOOLEAN, INT32, INT64, INT96, FLOAT, DOUBLE, BYTE_ARRAY, FIXED_LEN_BYTE_ARRAY = range(8)
-    NAMES = ("BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY",
-             "FIXED_LEN_BYTE_ARRAY")
-
-
-class SE:
-    """SchemaElement field ids."""
-
-    TYPE, TYPE_LENGTH, REPETITION, NAME, NUM_CHILDREN = 1, 2, 3, 4, 5
-    CONVERTED_TYPE, SCALE, PRECISION, FIELD_ID, LOGICAL_TYPE = 6, 7, 8, 9, 10
-
-
-REQUIRED, OPTIONAL, REPEATED = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -65,7 +48,7 @@ def leaves_of(schema: object) -> tuple[Leaf, ...]:
     elements = schema.items
     if not all(isinstance(e, Struct) for e in elements):
         raise MalformedFileError("schema element is not a struct")
-    root_children = elements[0].get(SE.NUM_CHILDREN)
+    root_children = elements[0].get(SchemaElement.NUM_CHILDREN)
     if not isinstance(root_children, int) or root_children < 0:
         raise MalformedFileError("schema root has no num_children")
     leaves: list[Leaf] = []
@@ -81,12 +64,12 @@ def leaves_of(schema: object) -> tuple[Leaf, ...]:
             raise MalformedFileError("schema ends before all declared children")
         element = elements[pos]
         pos += 1
-        repetition = element.get(SE.REPETITION)
-        if repetition not in (REQUIRED, OPTIONAL, REPEATED):
+        repetition = element.get(SchemaElement.REPETITION_TYPE)
+        if repetition not in FieldRepetitionType.NAMES:
             raise MalformedFileError(f"schema element {pos - 1} has no valid repetition type")
-        child_def = max_def + (repetition != REQUIRED)
-        child_rep = max_rep + (repetition == REPEATED)
-        children = element.get(SE.NUM_CHILDREN)
+        child_def = max_def + (repetition != FieldRepetitionType.REQUIRED)
+        child_rep = max_rep + (repetition == FieldRepetitionType.REPEATED)
+        children = element.get(SchemaElement.NUM_CHILDREN)
         here = ancestry + (element,)
         if len(here) > MAX_SCHEMA_DEPTH:
             raise MalformedFileError(f"schema nested deeper than {MAX_SCHEMA_DEPTH}")
@@ -94,7 +77,7 @@ def leaves_of(schema: object) -> tuple[Leaf, ...]:
             if children > len(elements) - pos:
                 raise MalformedFileError(f"schema element {pos - 1} claims {children} children")
             stack.append((children, here, child_def, child_rep))
-        elif element.has(SE.TYPE):
+        elif element.has(SchemaElement.TYPE):
             leaves.append(_leaf(len(leaves), here, child_def, child_rep))
     if pos != len(elements):
         raise MalformedFileError(f"schema has {len(elements) - pos} elements outside the tree")
@@ -103,40 +86,41 @@ def leaves_of(schema: object) -> tuple[Leaf, ...]:
 
 def _leaf(index: int, ancestry: tuple[Struct, ...], max_def: int, max_rep: int) -> Leaf:
     element = ancestry[-1]
-    ptype = element.get(SE.TYPE)
-    if not isinstance(ptype, int) or not 0 <= ptype <= 7:
+    ptype = element.get(SchemaElement.TYPE)
+    if not isinstance(ptype, int) or ptype not in Type.NAMES:
         raise MalformedFileError(f"leaf column {index} has invalid physical type {ptype}")
-    type_length = element.get(SE.TYPE_LENGTH)
-    if ptype == PT.FIXED_LEN_BYTE_ARRAY and (
+    type_length = element.get(SchemaElement.TYPE_LENGTH)
+    if ptype == Type.FIXED_LEN_BYTE_ARRAY and (
         not isinstance(type_length, int) or not 0 < type_length < (1 << 24)
     ):
         raise MalformedFileError(f"leaf column {index} has invalid type_length {type_length}")
-    logical = element.get(SE.LOGICAL_TYPE)
+    logical = element.get(SchemaElement.LOGICAL_TYPE)
     # A union holds one struct member; an empty one means no logical type.
     if logical is not None and not (isinstance(logical, Struct) and len(logical.fields) <= 1
                                     and all(isinstance(f.value, Struct) for f in logical.fields)):
         raise MalformedFileError(f"leaf column {index} has a malformed logical type")
-    for field_id, what in ((SE.SCALE, "scale"), (SE.PRECISION, "precision"), (SE.CONVERTED_TYPE, "converted type")):
+    for field_id, what in ((SchemaElement.SCALE, "scale"), (SchemaElement.PRECISION, "precision"),
+                           (SchemaElement.CONVERTED_TYPE, "converted type")):
         value = element.get(field_id)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise MalformedFileError(f"leaf column {index} has a malformed {what}")
-    converted = element.get(SE.CONVERTED_TYPE)
+    converted = element.get(SchemaElement.CONVERTED_TYPE)
     path = tuple(element_name(e) for e in ancestry)
     return Leaf(
         index=index,
         path=path,
         physical_type=ptype,
-        type_length=type_length if ptype == PT.FIXED_LEN_BYTE_ARRAY else None,
+        type_length=type_length if ptype == Type.FIXED_LEN_BYTE_ARRAY else None,
         max_def=max_def,
         max_rep=max_rep,
         logical_type=logical if isinstance(logical, Struct) else None,
         converted_type=converted if isinstance(converted, int) else None,
-        scale=element.get(SE.SCALE),
-        precision=element.get(SE.PRECISION),
+        scale=element.get(SchemaElement.SCALE),
+        precision=element.get(SchemaElement.PRECISION),
         ancestry=ancestry,
     )
 
 
 def element_name(element: Struct) -> str:
-    raw = element.get(SE.NAME, b"")
+    raw = element.get(SchemaElement.NAME, b"")
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)

@@ -34,7 +34,6 @@ class T(IntEnum):
     UUID = 13
 
 
-BOOL = T.TRUE
 # Type ids as plain ints, for the hot paths (an IntEnum member lookup costs more than the compare).
 (_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT,
  _UUID) = range(14)
@@ -86,12 +85,6 @@ class Struct:
 
     def has(self, field_id: int) -> bool:
         return any(f.id == field_id for f in self.fields)
-
-    def field_type(self, field_id: int) -> T | None:
-        for f in self.fields:
-            if f.id == field_id:
-                return f.type
-        return None
 
     def set(self, field_id: int, ftype: T, value: Any) -> "Struct":
         """A copy with the field replaced in place, or inserted in field-id order."""

@@ -8,29 +8,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pageindex.format.column_order import Order
+from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, OffsetIndex, PageLocation
 from pageindex.format.schema import Leaf
-from pageindex.format.thrift import Field, Struct, T, TList
+from pageindex.format.thrift import Struct, T, TList
 from pageindex.index.kinds import codec_for
 from pageindex.index.kinds.base import Bounds, Refusal, dictionary_indices, runs_in
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages
-
-UNORDERED, ASCENDING, DESCENDING = 0, 1, 2
 
 
 def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | None) -> Struct:
     first_rows = np.concatenate(([0], np.cumsum(levels.rows)[:-1])) if len(levels.rows) else []
     locations = tuple(
         Struct((
-            Field(1, T.I64, p.offset),
-            Field(2, T.I32, p.size),
-            Field(3, T.I64, int(first)),
+            PageLocation.field(PageLocation.OFFSET, p.offset),
+            PageLocation.field(PageLocation.COMPRESSED_PAGE_SIZE, p.size),
+            PageLocation.field(PageLocation.FIRST_ROW_INDEX, int(first)),
         ))
         for p, first in zip(pages.pages, first_rows)
     )
-    fields = [Field(1, T.LIST, TList(T.STRUCT, locations))]
+    fields = [OffsetIndex.field(OffsetIndex.PAGE_LOCATIONS, TList(T.STRUCT, locations))]
     if unencoded is not None:
-        fields.append(Field(2, T.LIST, TList(T.I64, tuple(int(x) for x in unencoded))))
+        fields.append(OffsetIndex.field(OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES,
+                                        TList(T.I64, tuple(int(x) for x in unencoded))))
     return Struct(tuple(fields))
 
 
@@ -67,30 +67,32 @@ def column_index_struct(bounds: Bounds, levels: PageLevels) -> Struct:
     """The ColumnIndex of these page bounds and level facts (also what page statistics give)."""
     null_pages = tuple(bool(d == 0) for d in levels.defined)
     fields = [
-        Field(1, T.LIST, TList(T.TRUE, null_pages)),
-        Field(2, T.LIST, TList(T.BINARY, tuple(m or b"" for m in bounds.mins))),
-        Field(3, T.LIST, TList(T.BINARY, tuple(m or b"" for m in bounds.maxs))),
-        Field(4, T.I32, boundary_order(bounds)),
-        Field(5, T.LIST, TList(T.I64, tuple(int(n) for n in levels.nulls))),
+        ColumnIndex.field(ColumnIndex.NULL_PAGES, TList(T.TRUE, null_pages)),
+        ColumnIndex.field(ColumnIndex.MIN_VALUES, TList(T.BINARY, tuple(m or b"" for m in bounds.mins))),
+        ColumnIndex.field(ColumnIndex.MAX_VALUES, TList(T.BINARY, tuple(m or b"" for m in bounds.maxs))),
+        ColumnIndex.field(ColumnIndex.BOUNDARY_ORDER, boundary_order(bounds)),
+        ColumnIndex.field(ColumnIndex.NULL_COUNTS, TList(T.I64, tuple(int(n) for n in levels.nulls))),
     ]
     if levels.rep_histograms is not None:
-        fields.append(Field(6, T.LIST, TList(T.I64, tuple(int(x) for x in levels.rep_histograms.ravel()))))
+        fields.append(ColumnIndex.field(ColumnIndex.REPETITION_LEVEL_HISTOGRAMS,
+                                        TList(T.I64, tuple(int(x) for x in levels.rep_histograms.ravel()))))
     if levels.def_histograms is not None:
-        fields.append(Field(7, T.LIST, TList(T.I64, tuple(int(x) for x in levels.def_histograms.ravel()))))
+        fields.append(ColumnIndex.field(ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS,
+                                        TList(T.I64, tuple(int(x) for x in levels.def_histograms.ravel()))))
     if bounds.nan_counts is not None:
-        fields.append(Field(8, T.LIST, TList(T.I64, bounds.nan_counts)))
+        fields.append(ColumnIndex.field(ColumnIndex.NAN_COUNTS, TList(T.I64, bounds.nan_counts)))
     return Struct(tuple(fields))
 
 
 def boundary_order(bounds: Bounds) -> int:
     pairs = [(lo, hi) for lo, hi, m in zip(bounds.keys_min, bounds.keys_max, bounds.mins) if m is not None]
     if not pairs:
-        return UNORDERED  # no bounds to order (as Arrow C++ writes it)
+        return BoundaryOrder.UNORDERED  # no bounds to order (as Arrow C++ writes it)
     if all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(pairs, pairs[1:])):
-        return ASCENDING
+        return BoundaryOrder.ASCENDING
     if all(a[0] >= b[0] and a[1] >= b[1] for a, b in zip(pairs, pairs[1:])):
-        return DESCENDING
-    return UNORDERED
+        return BoundaryOrder.DESCENDING
+    return BoundaryOrder.UNORDERED
 
 
 def page_bounds(leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray,

@@ -12,7 +12,7 @@ import numpy as np
 from pageindex.errors import MalformedFileError
 from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import DataPageHeader, DataPageHeaderV2, PageHeader, PageType, Statistics, Type
 from pageindex.format.thrift import Struct
 from pageindex.index.builder import column_index_struct
 from pageindex.index.kinds import codec_for, comparable
@@ -20,19 +20,9 @@ from pageindex.index.kinds.base import Bounds
 from pageindex.index.truncation import truncate_max, truncate_min
 from pageindex.io.storage import Source
 from pageindex.scan.page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels, with_nulls
-from pageindex.scan.page_walk import (
-    DATA_PAGE,
-    DATA_PAGE_V2,
-    DICTIONARY_PAGE,
-    PH,
-    ChunkPages,
-    Page,
-    decode_page_header,
-    walk_chunk,
-)
+from pageindex.scan.page_walk import ChunkPages, Page, decode_page_header, walk_chunk
 
 HEADER_WINDOW = 4 << 10
-ST_MAX, ST_MIN, ST_NULLS, ST_MAX_VALUE, ST_MIN_VALUE = 1, 2, 3, 5, 6
 
 
 @dataclass(frozen=True)
@@ -48,7 +38,7 @@ def untrusted_writer(created_by: str, leaf_physical_type: int) -> str | None:
     """Why this writer's statistics for this type cannot be trusted, if it is a known case."""
     m = re.match(r"parquet-mr version (\d+)\.(\d+)\.(\d+)", created_by)
     if m and tuple(int(x) for x in m.groups()) < (1, 8, 0) and leaf_physical_type in (
-            PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY):
+            Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY):
         return "parquet-mr before 1.8.0 wrote wrong binary statistics (PARQUET-251)"
     return None
 
@@ -84,9 +74,9 @@ def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> tuple[ChunkPag
             end = declared_end if pos + 16 <= declared_end else limit
             window, window_start = source.read(pos, min(HEADER_WINDOW, end - pos), "header"), pos
         page, header, window = decode_page_header(source, window, window_start, pos, limit, "header")
-        if page.kind == DICTIONARY_PAGE:
+        if page.kind == PageType.DICTIONARY_PAGE:
             dictionary = page
-        elif page.kind in (DATA_PAGE, DATA_PAGE_V2):
+        elif page.kind in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2):
             values += page.num_values
             pages.append(page)
         pos = page.offset + page.size
@@ -96,8 +86,9 @@ def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> tuple[ChunkPag
 
 
 def _stats(page: Page) -> Struct | None:
-    sub = page.header.get(PH.DATA_V1 if page.kind == DATA_PAGE else PH.DATA_V2)
-    st = sub.get(PH.V1_STATS if page.kind == DATA_PAGE else PH.V2_STATS)
+    v1 = page.kind == PageType.DATA_PAGE
+    sub = page.header.get(PageHeader.DATA_PAGE_HEADER if v1 else PageHeader.DATA_PAGE_HEADER_V2)
+    st = sub.get(DataPageHeader.STATISTICS if v1 else DataPageHeaderV2.STATISTICS)
     return st if isinstance(st, Struct) else None
 
 
@@ -115,7 +106,7 @@ def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ..
 
 
 def _null_count(st: Struct | None) -> int | None:
-    value = None if st is None else st.get(ST_NULLS)
+    value = None if st is None else st.get(Statistics.NULL_COUNT)
     return value if isinstance(value, int) else None
 
 
@@ -133,9 +124,9 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
             return "a page header has no null_count"
         if header_nulls != nulls:
             return "a page header's null_count differs from its levels"
-        lo, hi = st.get(ST_MIN_VALUE), st.get(ST_MAX_VALUE)
+        lo, hi = st.get(Statistics.MIN_VALUE), st.get(Statistics.MAX_VALUE)
         if (lo is None or hi is None) and legacy:
-            lo, hi = st.get(ST_MIN), st.get(ST_MAX)
+            lo, hi = st.get(Statistics.MIN), st.get(Statistics.MAX)
         if defined == 0:
             lo = hi = None
         elif not isinstance(lo, bytes) or not isinstance(hi, bytes):

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 from pageindex.errors import MalformedFileError, PageIndexError
 from pageindex.format.footer import ChunkMeta
+from pageindex.format.parquet_thrift import ColumnIndex, OffsetIndex, PageLocation
 from pageindex.format.thrift import Struct, TList, decode_struct
 from pageindex.io.storage import Source
 
 
 @dataclass(frozen=True)
-class PageLocation:
+class PageLocationView:
     offset: int
     compressed_page_size: int
     first_row_index: int
@@ -21,7 +22,7 @@ class PageLocation:
 
 @dataclass(frozen=True)
 class OffsetIndexView:
-    pages: tuple[PageLocation, ...]
+    pages: tuple[PageLocationView, ...]
     unencoded_byte_array_data_bytes: tuple[int, ...] | None
 
 
@@ -38,11 +39,6 @@ class ColumnIndexView:
 
     def __len__(self) -> int:
         return len(self.null_pages)
-
-
-UNORDERED_ORDER, ASCENDING_ORDER, DESCENDING_ORDER = 0, 1, 2
-BOUNDARY_ORDER_NAMES = {UNORDERED_ORDER: "UNORDERED", ASCENDING_ORDER: "ASCENDING",
-                        DESCENDING_ORDER: "DESCENDING"}
 
 
 def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
@@ -71,16 +67,18 @@ def read_offset_index(source: Source, chunk: ChunkMeta) -> OffsetIndexView | Non
         return None
     try:
         block = _decode_block(source, chunk.offset_index, "OffsetIndex")
-        raw_pages = _list(block, 1, Struct, "OffsetIndex.page_locations")
+        raw_pages = _list(block, OffsetIndex.PAGE_LOCATIONS, Struct, "OffsetIndex.page_locations")
         if raw_pages is None:
             raise MalformedFileError("OffsetIndex has no page_locations")
         pages = []
         for p in raw_pages:
-            fields = (p.get(1), p.get(2), p.get(3))
+            fields = (p.get(PageLocation.OFFSET), p.get(PageLocation.COMPRESSED_PAGE_SIZE),
+                      p.get(PageLocation.FIRST_ROW_INDEX))
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in fields):
                 raise MalformedFileError("PageLocation is missing a field")
-            pages.append(PageLocation(*fields))
-        return OffsetIndexView(tuple(pages), _list(block, 2, int, "unencoded_byte_array_data_bytes"))
+            pages.append(PageLocationView(*fields))
+        return OffsetIndexView(tuple(pages), _list(block, OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES, int,
+                                                   "unencoded_byte_array_data_bytes"))
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
@@ -90,18 +88,19 @@ def read_column_index(source: Source, chunk: ChunkMeta) -> ColumnIndexView | Non
         return None
     try:
         block = _decode_block(source, chunk.column_index, "ColumnIndex")
-        null_pages = _list(block, 1, bool, "null_pages")
-        mins = _list(block, 2, bytes, "min_values")
-        maxs = _list(block, 3, bytes, "max_values")
-        order = block.get(4)
+        null_pages = _list(block, ColumnIndex.NULL_PAGES, bool, "null_pages")
+        mins = _list(block, ColumnIndex.MIN_VALUES, bytes, "min_values")
+        maxs = _list(block, ColumnIndex.MAX_VALUES, bytes, "max_values")
+        order = block.get(ColumnIndex.BOUNDARY_ORDER)
         if null_pages is None or mins is None or maxs is None or not isinstance(order, int):
             raise MalformedFileError("ColumnIndex misses a required field")
         if not len(null_pages) == len(mins) == len(maxs):
             raise MalformedFileError("ColumnIndex lists differ in length")
         return ColumnIndexView(
-            null_pages, mins, maxs, order, _list(block, 5, int, "null_counts"),
-            _list(block, 6, int, "repetition_level_histograms"),
-            _list(block, 7, int, "definition_level_histograms"), _list(block, 8, int, "nan_counts"),
+            null_pages, mins, maxs, order, _list(block, ColumnIndex.NULL_COUNTS, int, "null_counts"),
+            _list(block, ColumnIndex.REPETITION_LEVEL_HISTOGRAMS, int, "repetition_level_histograms"),
+            _list(block, ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS, int, "definition_level_histograms"),
+            _list(block, ColumnIndex.NAN_COUNTS, int, "nan_counts"),
         )
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None

@@ -7,11 +7,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from pageindex.format.footer import MAGIC, F, Footer
-from pageindex.format.thrift import Field, Struct, T, TList, encode_struct
+from pageindex.format.footer import MAGIC, Footer
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnOrder, FileMetaData, KeyValue, RowGroup
+from pageindex.format.thrift import Struct, T, TList, encode_struct
 from pageindex.index.marker import MARKER_KEY
 
-TYPE_ORDER = Struct((Field(1, T.STRUCT, Struct()),))
+TYPE_ORDER = ColumnOrder.make(TYPE_ORDER=Struct())
+_INDEX_LOCATION = (ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH,
+                   ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -48,31 +51,33 @@ def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -
 def _new_metadata(footer: Footer, ci_loc: dict, oi_loc: dict, marker: str) -> Struct:
     meta = footer.metadata
     groups = []
-    for rg_index, rg in enumerate(meta.get(F.FMD_ROW_GROUPS).items):
+    for rg_index, rg in enumerate(meta.get(FileMetaData.ROW_GROUPS).items):
         chunks = []
-        for col, cc in enumerate(rg.get(F.RG_COLUMNS).items):
-            cc = cc.without(F.CC_OI_OFFSET, F.CC_OI_LENGTH, F.CC_CI_OFFSET, F.CC_CI_LENGTH)
+        for col, cc in enumerate(rg.get(RowGroup.COLUMNS).items):
+            cc = cc.without(*_INDEX_LOCATION)
             if (rg_index, col) in oi_loc:
                 off, length = oi_loc[(rg_index, col)]
-                cc = cc.set(F.CC_OI_OFFSET, T.I64, off).set(F.CC_OI_LENGTH, T.I32, length)
+                cc = ColumnChunk.set(cc, ColumnChunk.OFFSET_INDEX_OFFSET, off)
+                cc = ColumnChunk.set(cc, ColumnChunk.OFFSET_INDEX_LENGTH, length)
             if (rg_index, col) in ci_loc:
                 off, length = ci_loc[(rg_index, col)]
-                cc = cc.set(F.CC_CI_OFFSET, T.I64, off).set(F.CC_CI_LENGTH, T.I32, length)
+                cc = ColumnChunk.set(cc, ColumnChunk.COLUMN_INDEX_OFFSET, off)
+                cc = ColumnChunk.set(cc, ColumnChunk.COLUMN_INDEX_LENGTH, length)
             chunks.append(cc)
-        groups.append(rg.set(F.RG_COLUMNS, T.LIST, TList(T.STRUCT, tuple(chunks))))
-    meta = meta.set(F.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, tuple(groups)))
-    if not meta.has(F.FMD_COLUMN_ORDERS):
+        groups.append(RowGroup.set(rg, RowGroup.COLUMNS, TList(T.STRUCT, tuple(chunks))))
+    meta = FileMetaData.set(meta, FileMetaData.ROW_GROUPS, TList(T.STRUCT, tuple(groups)))
+    if not meta.has(FileMetaData.COLUMN_ORDERS):
         orders = TList(T.STRUCT, (TYPE_ORDER,) * len(footer.leaves))
-        meta = meta.set(F.FMD_COLUMN_ORDERS, T.LIST, orders)
-    return meta.set(F.FMD_KV, T.LIST, _with_marker(meta.get(F.FMD_KV), marker))
+        meta = FileMetaData.set(meta, FileMetaData.COLUMN_ORDERS, orders)
+    kvs = _with_marker(meta.get(FileMetaData.KEY_VALUE_METADATA), marker)
+    return FileMetaData.set(meta, FileMetaData.KEY_VALUE_METADATA, kvs)
 
 
 def _with_marker(kvs: TList | None, marker: str) -> TList:
-    entry = Struct((Field(F.KV_KEY, T.BINARY, MARKER_KEY.encode()),
-                    Field(F.KV_VALUE, T.BINARY, marker.encode())))
+    entry = KeyValue.make(KEY=MARKER_KEY.encode(), VALUE=marker.encode())
     items = list(kvs.items) if kvs is not None else []
     for i, kv in enumerate(items):
-        if kv.get(F.KV_KEY) == MARKER_KEY.encode():
+        if kv.get(KeyValue.KEY) == MARKER_KEY.encode():
             items[i] = entry
             break
     else:

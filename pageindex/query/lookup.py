@@ -16,13 +16,21 @@ import pyarrow.parquet as pq
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
 from pageindex.format.column_order import Order, order_for
-from pageindex.format.footer import MAGIC, ChunkMeta, F, Footer, read_footer
-from pageindex.format.schema import SE, Leaf, element_name
+from pageindex.format.footer import MAGIC, ChunkMeta, Footer, read_footer
+from pageindex.format.parquet_thrift import (
+    BoundaryOrder,
+    ColumnChunk,
+    ColumnMetaData,
+    FileMetaData,
+    PageType,
+    RowGroup,
+    SchemaElement,
+    Statistics,
+)
+from pageindex.format.schema import Leaf, element_name
 from pageindex.format.thrift import Struct, encode_struct
 from pageindex.index.kinds import codec_for, comparable, literal_for
 from pageindex.index.reader import (
-    ASCENDING_ORDER,
-    DESCENDING_ORDER,
     ColumnIndexView,
     OffsetIndexView,
     read_column_index,
@@ -109,15 +117,15 @@ class _Field:
 
 def _fields(footer: Footer, schema: pa.Schema) -> dict[str, _Field]:
     """Top-level fields with their schema subtrees (children counted as schema.leaves_of does)."""
-    items = footer.metadata.get(F.FMD_SCHEMA).items
+    items = footer.metadata.get(FileMetaData.SCHEMA).items
     by_name: dict[str, list[Leaf]] = {}
     for leaf in footer.leaves:
         by_name.setdefault(leaf.path[0], []).append(leaf)
     out, pos = {}, 1
-    for _ in range(items[0].get(SE.NUM_CHILDREN)):
+    for _ in range(items[0].get(SchemaElement.NUM_CHILDREN)):
         start, pending = pos, 1
         while pending:
-            children = items[pos].get(SE.NUM_CHILDREN)
+            children = items[pos].get(SchemaElement.NUM_CHILDREN)
             pending += (children if isinstance(children, int) and children > 0 else 0) - 1
             pos += 1
         name = element_name(items[start])
@@ -224,7 +232,7 @@ class _Plan:
         stats = _chunk_statistics(footer, chunk)
         if stats is None:
             return True
-        nulls = stats.get(3)
+        nulls = stats.get(Statistics.NULL_COUNT)
         rows = footer.row_group_rows[chunk.row_group]
         op = self.cond.op
         if op == "is_null":
@@ -233,10 +241,10 @@ class _Plan:
             return not (isinstance(nulls, int) and nulls >= rows and self.leaf.max_rep == 0)
         if self.keys is None or (op == "!=" and codec_for(self.order).nan_values):
             return True
-        raw_lo, raw_hi = stats.get(6), stats.get(5)
-        # The deprecated min/max (fields 2/1) are signed: only valid where that is the order.
+        raw_lo, raw_hi = stats.get(Statistics.MIN_VALUE), stats.get(Statistics.MAX_VALUE)
+        # The deprecated min/max are signed: only valid where that is the order.
         if (raw_lo is None or raw_hi is None) and codec_for(self.order).legacy_bounds(self.order):
-            raw_lo, raw_hi = stats.get(2), stats.get(1)
+            raw_lo, raw_hi = stats.get(Statistics.MIN), stats.get(Statistics.MAX)
         if not isinstance(raw_lo, bytes) or not isinstance(raw_hi, bytes):
             return True
         lo, hi = comparable(self.leaf, self.order, raw_lo), comparable(self.leaf, self.order, raw_hi)
@@ -330,7 +338,7 @@ def _matching_pages(plan: _Plan, ci: ColumnIndexView) -> list[int]:
     highs = [comparable(plan.leaf, plan.order, ci.max_values[i]) for i in non_null]
     if any(v is None or v != v for v in lows + highs):
         return non_null
-    if ci.boundary_order in (ASCENDING_ORDER, DESCENDING_ORDER) and op in _RANGE_OPS:
+    if ci.boundary_order in (BoundaryOrder.ASCENDING, BoundaryOrder.DESCENDING) and op in _RANGE_OPS:
         return _ordered_pages(plan, non_null, lows, highs, ci.boundary_order)
     return [i for i, lo, hi in zip(non_null, lows, highs) if _may_match(plan, lo, hi)]
 
@@ -349,7 +357,7 @@ def _ordered_pages(plan: _Plan, pages: list[int], lows: list, highs: list, order
     op, keys = plan.cond.op, plan.keys
     lower = {"=": keys[0][0], ">": keys[0][1], ">=": keys[0][0], "between": keys[0][0]}.get(op)
     upper = {"=": keys[0][1], "<": keys[0][0], "<=": keys[0][1], "between": keys[-1][1]}.get(op)
-    if order == DESCENDING_ORDER:
+    if order == BoundaryOrder.DESCENDING:
         pages, lows, highs = pages[::-1], lows[::-1], highs[::-1]
     first, last = 0, len(pages)
     if lower is not None:  # need max >= lower (max > lower for '>')
@@ -361,9 +369,9 @@ def _ordered_pages(plan: _Plan, pages: list[int], lows: list, highs: list, order
 
 
 def _chunk_statistics(footer: Footer, chunk: ChunkMeta) -> Struct | None:
-    group = footer.metadata.get(F.FMD_ROW_GROUPS).items[chunk.row_group]
-    meta = group.get(F.RG_COLUMNS).items[chunk.column].get(F.CC_META)
-    stats = meta.get(12)
+    group = footer.metadata.get(FileMetaData.ROW_GROUPS).items[chunk.row_group]
+    meta = group.get(RowGroup.COLUMNS).items[chunk.column].get(ColumnChunk.META_DATA)
+    stats = meta.get(ColumnMetaData.STATISTICS)
     return stats if isinstance(stats, Struct) else None
 
 
@@ -462,7 +470,7 @@ def _fetch_pages(source: Source, chunk: ChunkMeta, oi: OffsetIndexView, ranges: 
     for (offset, length, purpose), blob in zip(wanted, blobs):
         page = read_page_header(data, pos, pos)
         if purpose == "dictionary":
-            if page.kind != 2:
+            if page.kind != PageType.DICTIONARY_PAGE:
                 raise MalformedFileError("the bytes before the first indexed page are not a dictionary page",
                                          path=source.path, offset=offset)
             dictionary = page

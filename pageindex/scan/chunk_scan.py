@@ -13,7 +13,7 @@ import pyarrow as pa
 from pageindex.errors import MalformedFileError, PageIndexError
 from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta, Footer
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import Encoding, Type
 from pageindex.io.storage import Source
 from pageindex.scan.page_levels import (
     PageLevels,
@@ -23,7 +23,7 @@ from pageindex.scan.page_levels import (
     needs_level_decoding,
     nested_levels,
 )
-from pageindex.scan.page_walk import PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, walk_chunk
+from pageindex.scan.page_walk import ChunkPages, walk_chunk
 from pageindex.scan.values import (
     BIG_CHUNK,
     bare_path,
@@ -37,6 +37,8 @@ from pageindex.scan.values import (
 )
 
 T = TypeVar("T")
+# PLAIN_DICTIONARY is v1's name for the same dictionary-index encoding.
+_DICTIONARY_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class ChunkScan:
 def needs_values(chunk: ChunkMeta, order: Order) -> bool:
     """Values are decoded for a ColumnIndex, and for BYTE_ARRAY's unencoded sizes in the
     OffsetIndex; other chunks are only walked and counted."""
-    return order.indexable or chunk.leaf.physical_type == PT.BYTE_ARRAY
+    return order.indexable or chunk.leaf.physical_type == Type.BYTE_ARRAY
 
 
 def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> ChunkScan:
@@ -114,14 +116,14 @@ class _Walked:
         """Strings whose every data page refers to the dictionary stay indices: bounds and sizes
         come from the dictionary. (After a fallback to plain pages Arrow would hash every value
         into a new dictionary, which costs more than reading them.)"""
-        return (self.chunk.leaf.physical_type == PT.BYTE_ARRAY and self.pages.dictionary is not None
-                and all(p.value_encoding in (PLAIN_DICTIONARY, RLE_DICTIONARY) for p in self.pages.pages))
+        return (self.chunk.leaf.physical_type == Type.BYTE_ARRAY and self.pages.dictionary is not None
+                and all(p.value_encoding in _DICTIONARY_ENCODINGS for p in self.pages.pages))
 
     @property
     def batch_bytes(self) -> int:
         """Plain strings are decoded in row batches of this size (values of other types are
         reduced over one contiguous array)."""
-        plain_strings = self.chunk.leaf.physical_type == PT.BYTE_ARRAY and not self.as_dictionary
+        plain_strings = self.chunk.leaf.physical_type == Type.BYTE_ARRAY and not self.as_dictionary
         return STRING_BATCH_BYTES if plain_strings else BIG_CHUNK
 
     def without_data(self) -> "_Walked":

@@ -11,11 +11,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pageindex.errors import MalformedFileError
-from pageindex.format.compression import UNCOMPRESSED
-from pageindex.format.schema import PT, REQUIRED, SE
-from pageindex.format.thrift import Field, Struct, T, encode_struct, uleb128
-from pageindex.scan.page_walk import DATA_PAGE, DICTIONARY_PAGE, PLAIN, RLE, RLE_DICTIONARY
-from pageindex.scan.synthetic import MAGIC, arrow_errors, column_chunk, one_row_group_file
+from pageindex.format.footer import MAGIC
+from pageindex.format.parquet_thrift import (
+    CompressionCodec,
+    ConvertedType,
+    DataPageHeader,
+    DictionaryPageHeader,
+    Encoding,
+    FieldRepetitionType,
+    PageHeader,
+    PageType,
+    SchemaElement,
+    Type,
+)
+from pageindex.format.thrift import encode_struct, uleb128
+from pageindex.scan.synthetic import arrow_errors, column_chunk, one_row_group_file
 
 MAX_LEVEL = np.iinfo(np.int16).max
 
@@ -72,13 +82,13 @@ def decode_hybrid(streams: Sequence[tuple[bytes | memoryview, int]], max_level: 
     # dictionary of 0..max_level, which also rejects any level above it.
     width = bytes((max_level.bit_length(),))
     dictionary = np.arange(max_level + 1, dtype="<i4").tobytes()
-    body = [_page_header(DICTIONARY_PAGE, len(dictionary), max_level + 1), dictionary]
+    body = [_page_header(PageType.DICTIONARY_PAGE, len(dictionary), max_level + 1), dictionary]
     for data, count in streams:
         if count:
-            body += (_page_header(DATA_PAGE, len(data) + 1, count), width, data)
+            body += (_page_header(PageType.DATA_PAGE, len(data) + 1, count), width, data)
     dictionary_size = len(body[0]) + len(dictionary)
     size = sum(len(b) for b in body)
-    chunk = column_chunk(PT.INT32, (_NAME.decode(),), UNCOMPRESSED, len(MAGIC), num_values=total,
+    chunk = column_chunk(Type.INT32, (_NAME.decode(),), CompressionCodec.UNCOMPRESSED, len(MAGIC), num_values=total,
                          uncompressed=size, compressed=size, data_offset=len(MAGIC) + dictionary_size,
                          dictionary_offset=len(MAGIC))
     file = one_row_group_file(1, [_LEVEL_ELEMENT], [chunk], body, total, None)
@@ -113,22 +123,24 @@ def _check(max_level: int, count: int) -> None:
 
 
 _NAME = b"levels"
-_INT_16 = 16
 # INT32 annotated INT_16: Arrow hands back int16 levels, the width the callers count in.
-_LEVEL_ELEMENT = Struct((
-    Field(SE.TYPE, T.I32, PT.INT32),
-    Field(SE.REPETITION, T.I32, REQUIRED),
-    Field(SE.NAME, T.BINARY, _NAME),
-    Field(SE.CONVERTED_TYPE, T.I32, _INT_16),
-))
+_LEVEL_ELEMENT = SchemaElement.make(
+    TYPE=Type.INT32,
+    REPETITION_TYPE=FieldRepetitionType.REQUIRED,
+    NAME=_NAME,
+    CONVERTED_TYPE=ConvertedType.INT_16,
+)
 
 
 def _page_header(kind: int, size: int, count: int) -> bytes:
-    if kind == DICTIONARY_PAGE:
-        detail = Field(7, T.STRUCT, Struct((Field(1, T.I32, count), Field(2, T.I32, PLAIN))))
-    else:
-        detail = Field(5, T.STRUCT, Struct((
-            Field(1, T.I32, count), Field(2, T.I32, RLE_DICTIONARY), Field(3, T.I32, RLE),
-            Field(4, T.I32, RLE))))
-    return encode_struct(Struct((
-        Field(1, T.I32, kind), Field(2, T.I32, size), Field(3, T.I32, size), detail)))
+    dictionary = kind == PageType.DICTIONARY_PAGE
+    return encode_struct(PageHeader.make(
+        TYPE=kind,
+        UNCOMPRESSED_PAGE_SIZE=size,
+        COMPRESSED_PAGE_SIZE=size,
+        DATA_PAGE_HEADER=None if dictionary else DataPageHeader.make(
+            NUM_VALUES=count, ENCODING=Encoding.RLE_DICTIONARY, DEFINITION_LEVEL_ENCODING=Encoding.RLE,
+            REPETITION_LEVEL_ENCODING=Encoding.RLE),
+        DICTIONARY_PAGE_HEADER=DictionaryPageHeader.make(NUM_VALUES=count, ENCODING=Encoding.PLAIN) if dictionary
+        else None,
+    ))

@@ -13,8 +13,9 @@ import pyarrow as pa
 from pageindex.errors import MalformedFileError
 from pageindex.format.compression import decompress
 from pageindex.format.footer import ChunkMeta
+from pageindex.format.parquet_thrift import DataPageHeader, Encoding, PageHeader, PageType
 from pageindex.scan.level_streams import decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
-from pageindex.scan.page_walk import BIT_PACKED, DATA_PAGE_V2, PH, RLE, ChunkPages, Page
+from pageindex.scan.page_walk import ChunkPages, Page
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def flat_levels(pages: ChunkPages) -> PageLevels:
     """Rows per page of a non-repeated leaf: v1 pages hold one value per row, v2 say so."""
     rows = []
     for page in pages.pages:
-        if page.kind == DATA_PAGE_V2 and page.num_rows != page.num_values:
+        if page.kind == PageType.DATA_PAGE_V2 and page.num_rows != page.num_values:
             raise MalformedFileError(
                 f"v2 page of a flat column has {page.num_rows} rows but {page.num_values} values",
                 offset=page.offset,
@@ -106,7 +107,7 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
                         f"chunk starts with repetition level {rep[0]}, not at a record",
                         offset=page.offset)
                 split = len(rows) if split is None else split
-            if page.kind == DATA_PAGE_V2 and page.num_rows != starts:
+            if page.kind == PageType.DATA_PAGE_V2 and page.num_rows != starts:
                 raise MalformedFileError(
                     f"v2 page says {page.num_rows} rows but its levels start {starts}",
                     offset=page.offset,
@@ -158,7 +159,7 @@ def _layout(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> _Layout:
     """Where the page's level streams and values section are."""
     leaf, count = chunk.leaf, page.num_values
     try:
-        if page.kind == DATA_PAGE_V2:
+        if page.kind == PageType.DATA_PAGE_V2:
             body = pages.body(page)
             end = page.rep_levels_size + page.def_levels_size  # within the body: checked by the walk
             rep = body[: page.rep_levels_size] if leaf.max_rep else None
@@ -166,9 +167,9 @@ def _layout(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> _Layout:
             compressed, decompressed, size = page.is_compressed, False, page.uncompressed_size - end
         else:
             body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
-            header = page.header.get(PH.DATA_V1)
-            rep, pos = _v1_levels(header.get(PH.V1_REP_ENCODING), body, 0, leaf.max_rep, count)
-            dfn, end = _v1_levels(header.get(PH.V1_DEF_ENCODING), body, pos, leaf.max_def, count)
+            header = page.header.get(PageHeader.DATA_PAGE_HEADER)
+            rep, pos = _v1_levels(header.get(DataPageHeader.REPETITION_LEVEL_ENCODING), body, 0, leaf.max_rep, count)
+            dfn, end = _v1_levels(header.get(DataPageHeader.DEFINITION_LEVEL_ENCODING), body, pos, leaf.max_def, count)
             compressed, decompressed, size = False, True, len(body) - end
     except MalformedFileError as err:
         raise err.located(offset=page.offset) from None
@@ -181,9 +182,9 @@ def _v1_levels(encoding: object, body: memoryview, pos: int, max_level: int, cou
     """v1 pages name their level encoding; RLE is the norm, BIT_PACKED the deprecated form."""
     if max_level == 0:
         return None, pos
-    if encoding == BIT_PACKED:
+    if encoding == Encoding.BIT_PACKED:
         return v1_bit_packed_levels(body, pos, max_level, count)
-    if encoding in (RLE, None):
+    if encoding in (Encoding.RLE, None):
         return v1_hybrid_block(body, pos)
     raise MalformedFileError(f"level encoding {encoding} is not RLE or BIT_PACKED")
 

@@ -9,26 +9,22 @@ from dataclasses import dataclass, replace
 
 from pageindex.errors import MalformedFileError, PageIndexError, ThriftTruncatedError
 from pageindex.format.footer import ChunkMeta
+from pageindex.format.parquet_thrift import (
+    DataPageHeader,
+    DataPageHeaderV2,
+    DictionaryPageHeader,
+    PageHeader,
+    PageType,
+)
 from pageindex.format.thrift import Struct, decode_struct
 from pageindex.io.storage import Source, StoredRange
 
-DATA_PAGE, INDEX_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 1, 2, 3
-PLAIN, PLAIN_DICTIONARY, RLE, BIT_PACKED, RLE_DICTIONARY = 0, 2, 3, 4, 8
 # One page may not claim more than this many uncompressed bytes (guards allocation).
 MAX_PAGE_BYTES = 1 << 31
 # A windowed walk moves its window on when fewer bytes than this are left for the next page
 # header (headers carry statistics, so they are not all small, but are rarely bigger).
 HEADER_ROOM = 64 << 10
 
-
-class PH:
-    """PageHeader and nested header field ids."""
-
-    TYPE, UNCOMPRESSED, COMPRESSED, CRC = 1, 2, 3, 4
-    DATA_V1, DICT, DATA_V2 = 5, 7, 8
-    V1_NUM_VALUES, V1_ENCODING, V1_DEF_ENCODING, V1_REP_ENCODING, V1_STATS = 1, 2, 3, 4, 5
-    V2_NUM_VALUES, V2_NUM_NULLS, V2_NUM_ROWS, V2_ENCODING = 1, 2, 3, 4
-    V2_DEF_LEN, V2_REP_LEN, V2_IS_COMPRESSED, V2_STATS = 5, 6, 7, 8
 
 
 @dataclass(frozen=True)
@@ -54,15 +50,15 @@ class Page:
 
     @property
     def is_data(self) -> bool:
-        return self.kind in (DATA_PAGE, DATA_PAGE_V2)
+        return self.kind in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
 
     @property
     def value_encoding(self) -> int | None:
         """A data page's value encoding as its header states it (None for other pages)."""
-        if self.kind == DATA_PAGE:
-            return self.header.get(PH.DATA_V1).get(PH.V1_ENCODING)
-        if self.kind == DATA_PAGE_V2:
-            return self.header.get(PH.DATA_V2).get(PH.V2_ENCODING)
+        if self.kind == PageType.DATA_PAGE:
+            return self.header.get(PageHeader.DATA_PAGE_HEADER).get(DataPageHeader.ENCODING)
+        if self.kind == PageType.DATA_PAGE_V2:
+            return self.header.get(PageHeader.DATA_PAGE_HEADER_V2).get(DataPageHeaderV2.ENCODING)
         return None
 
 
@@ -147,7 +143,7 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool, window
                 base, data = pos, source.read_view(pos, max(page.size, min(window, declared_end - pos)))
         if verify_crc:
             _check_crc(page, memoryview(data)[end - base - page.compressed_size : end - base])
-        if page.kind == DICTIONARY_PAGE:
+        if page.kind == PageType.DICTIONARY_PAGE:
             if pages or dictionary is not None:
                 raise MalformedFileError("dictionary page after the first page", offset=page.offset)
             dictionary = page
@@ -226,28 +222,30 @@ def _int(s: Struct | None, field_id: int, what: str, offset: int, lo: int = 0,
 
 def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
     """A validated Page from a decoded PageHeader at `offset`."""
-    kind = _int(header, PH.TYPE, "type", offset, 0, 3)
-    compressed = _int(header, PH.COMPRESSED, "compressed_page_size", offset)
-    uncompressed = _int(header, PH.UNCOMPRESSED, "uncompressed_page_size", offset)
+    kind = _int(header, PageHeader.TYPE, "type", offset, 0, PageType.DATA_PAGE_V2)
+    compressed = _int(header, PageHeader.COMPRESSED_PAGE_SIZE, "compressed_page_size", offset)
+    uncompressed = _int(header, PageHeader.UNCOMPRESSED_PAGE_SIZE, "uncompressed_page_size", offset)
     num_rows = num_nulls = None
     def_size = rep_size = 0
     is_compressed = True
-    if kind == DATA_PAGE:
-        sub = header.get(PH.DATA_V1)
-        num_values = _int(sub, PH.V1_NUM_VALUES, "num_values", offset, 0, 1 << 31)
-    elif kind == DATA_PAGE_V2:
-        sub = header.get(PH.DATA_V2)
-        num_values = _int(sub, PH.V2_NUM_VALUES, "num_values", offset, 0, 1 << 31)
-        num_nulls = _int(sub, PH.V2_NUM_NULLS, "num_nulls", offset, 0, num_values)
-        num_rows = _int(sub, PH.V2_NUM_ROWS, "num_rows", offset, 0, num_values)
-        def_size = _int(sub, PH.V2_DEF_LEN, "definition_levels_byte_length", offset)
-        rep_size = _int(sub, PH.V2_REP_LEN, "repetition_levels_byte_length", offset)
+    if kind == PageType.DATA_PAGE:
+        sub = header.get(PageHeader.DATA_PAGE_HEADER)
+        num_values = _int(sub, DataPageHeader.NUM_VALUES, "num_values", offset, 0, 1 << 31)
+    elif kind == PageType.DATA_PAGE_V2:
+        sub = header.get(PageHeader.DATA_PAGE_HEADER_V2)
+        num_values = _int(sub, DataPageHeaderV2.NUM_VALUES, "num_values", offset, 0, 1 << 31)
+        num_nulls = _int(sub, DataPageHeaderV2.NUM_NULLS, "num_nulls", offset, 0, num_values)
+        num_rows = _int(sub, DataPageHeaderV2.NUM_ROWS, "num_rows", offset, 0, num_values)
+        def_size = _int(sub, DataPageHeaderV2.DEFINITION_LEVELS_BYTE_LENGTH, "definition_levels_byte_length",
+                        offset)
+        rep_size = _int(sub, DataPageHeaderV2.REPETITION_LEVELS_BYTE_LENGTH, "repetition_levels_byte_length",
+                        offset)
         if def_size + rep_size > compressed:
             raise MalformedFileError("v2 level bytes exceed the page size", offset=offset)
-        is_compressed = sub.get(PH.V2_IS_COMPRESSED, True) is not False
-    elif kind == DICTIONARY_PAGE:
-        sub = header.get(PH.DICT)
-        num_values = _int(sub, 1, "dictionary num_values", offset, 0, 1 << 31)
+        is_compressed = sub.get(DataPageHeaderV2.IS_COMPRESSED, True) is not False
+    elif kind == PageType.DICTIONARY_PAGE:
+        sub = header.get(PageHeader.DICTIONARY_PAGE_HEADER)
+        num_values = _int(sub, DictionaryPageHeader.NUM_VALUES, "dictionary num_values", offset, 0, 1 << 31)
     else:
         num_values = 0
     return Page(kind, offset, header_size, compressed, uncompressed, num_values, num_rows,
@@ -255,7 +253,7 @@ def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
 
 
 def _check_crc(page: Page, body: memoryview) -> None:
-    expected = page.header.get(PH.CRC)
+    expected = page.header.get(PageHeader.CRC)
     if not isinstance(expected, int):
         return
     if zlib.crc32(body) != expected & 0xFFFFFFFF:

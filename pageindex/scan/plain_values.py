@@ -9,18 +9,17 @@ import pyarrow as pa
 
 from pageindex.errors import MalformedFileError
 from pageindex.format.compression import decompress
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import Encoding, Type
 from pageindex.scan.page_levels import ValueSection
-from pageindex.scan.page_walk import PLAIN
 
 # The Arrow types a synthesized file of physical types only decodes these to.
-ARROW_TYPES = {PT.INT32: pa.int32(), PT.INT64: pa.int64(), PT.FLOAT: pa.float32(), PT.DOUBLE: pa.float64()}
+ARROW_TYPES = {Type.INT32: pa.int32(), Type.INT64: pa.int64(), Type.FLOAT: pa.float32(), Type.DOUBLE: pa.float64()}
 
 
 def readable(physical_type: int, section: ValueSection) -> bool:
     """Whether the section can be read here. A v2 section said to be stored uncompressed must
     also have its declared size, or it is left to Arrow's handling of such writer quirks."""
-    return (section.encoding == PLAIN and physical_type in ARROW_TYPES
+    return (section.encoding == Encoding.PLAIN and physical_type in ARROW_TYPES
             and (section.compressed or len(section.data) == section.uncompressed_size))
 
 

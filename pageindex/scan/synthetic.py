@@ -13,11 +13,17 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from pageindex.errors import MalformedFileError
-from pageindex.format.schema import SE
-from pageindex.format.thrift import Field, Struct, T, TList, encode_struct
+from pageindex.format.footer import MAGIC
+from pageindex.format.parquet_thrift import (
+    ColumnChunk,
+    ColumnMetaData,
+    Encoding,
+    FileMetaData,
+    RowGroup,
+    SchemaElement,
+)
+from pageindex.format.thrift import Struct, T, TList, encode_struct
 from pageindex.io.storage import StoredRange
-
-MAGIC = b"PAR1"
 
 
 @dataclass(frozen=True)
@@ -81,19 +87,18 @@ def column_chunk(physical_type: int, path: Sequence[str], codec: int, pos: int, 
                  uncompressed: int, compressed: int, data_offset: int,
                  dictionary_offset: int | None) -> Struct:
     """A ColumnChunk whose pages start at file offset `pos`, with what Arrow needs to read them."""
-    meta = [
-        Field(1, T.I32, physical_type),
-        Field(2, T.LIST, TList(T.I32, (0,))),
-        Field(3, T.LIST, TList(T.BINARY, tuple(p.encode() for p in path))),
-        Field(4, T.I32, codec),
-        Field(5, T.I64, num_values),
-        Field(6, T.I64, uncompressed),
-        Field(7, T.I64, compressed),
-        Field(9, T.I64, data_offset),
-    ]
-    if dictionary_offset is not None:
-        meta.append(Field(11, T.I64, dictionary_offset))
-    return Struct((Field(2, T.I64, pos), Field(3, T.STRUCT, Struct(tuple(meta)))))
+    meta = ColumnMetaData.make(
+        TYPE=physical_type,
+        ENCODINGS=TList(T.I32, (Encoding.PLAIN,)),
+        PATH_IN_SCHEMA=TList(T.BINARY, tuple(p.encode() for p in path)),
+        CODEC=codec,
+        NUM_VALUES=num_values,
+        TOTAL_UNCOMPRESSED_SIZE=uncompressed,
+        TOTAL_COMPRESSED_SIZE=compressed,
+        DATA_PAGE_OFFSET=data_offset,
+        DICTIONARY_PAGE_OFFSET=dictionary_offset,
+    )
+    return ColumnChunk.make(FILE_OFFSET=pos, META_DATA=meta)
 
 
 def one_row_group_file(top_level: int, elements: Sequence[Struct], chunk_structs: Sequence[Struct],
@@ -101,22 +106,20 @@ def one_row_group_file(top_level: int, elements: Sequence[Struct], chunk_structs
                         ) -> Synthesized:
     """Magic, the body's buffers and a footer describing one row group of these chunks, under
     `top_level` fields given depth-first as `elements`."""
-    root = Struct((Field(SE.NAME, T.BINARY, b"schema"), Field(SE.NUM_CHILDREN, T.I32, top_level)))
-    row_group = Struct((
-        Field(1, T.LIST, TList(T.STRUCT, tuple(chunk_structs))),
-        Field(2, T.I64, sum(len(b) for b in body)),
-        Field(3, T.I64, num_rows),
-    ))
-    file_meta = [
-        Field(1, T.I32, 1),
-        Field(2, T.LIST, TList(T.STRUCT, (root, *elements))),
-        Field(3, T.I64, num_rows),
-        Field(4, T.LIST, TList(T.STRUCT, (row_group,))),
-    ]
-    if created_by:
+    root = SchemaElement.make(NAME=b"schema", NUM_CHILDREN=top_level)
+    row_group = RowGroup.make(
+        COLUMNS=TList(T.STRUCT, tuple(chunk_structs)),
+        TOTAL_BYTE_SIZE=sum(len(b) for b in body),
+        NUM_ROWS=num_rows,
+    )
+    footer = encode_struct(FileMetaData.make(
+        VERSION=1,
+        SCHEMA=TList(T.STRUCT, (root, *elements)),
+        NUM_ROWS=num_rows,
+        ROW_GROUPS=TList(T.STRUCT, (row_group,)),
         # Arrow C++ keys workarounds for known writer bugs on created_by; keep it.
-        file_meta.append(Field(6, T.BINARY, created_by))
-    footer = encode_struct(Struct(tuple(file_meta)))
+        CREATED_BY=created_by or None,
+    ))
     return Synthesized((MAGIC, *body, footer + struct.pack("<I", len(footer)) + MAGIC))
 
 

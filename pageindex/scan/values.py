@@ -12,23 +12,34 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pageindex.errors import MalformedFileError
-from pageindex.format.compression import UNCOMPRESSED, decompress
-from pageindex.format.footer import ChunkMeta
-from pageindex.format.schema import REQUIRED, SE
-from pageindex.format.thrift import Field, Struct, T, encode_struct
+from pageindex.format.compression import decompress
+from pageindex.format.footer import MAGIC, ChunkMeta
+from pageindex.format.parquet_thrift import (
+    CompressionCodec,
+    DataPageHeaderV2,
+    Encoding,
+    FieldRepetitionType,
+    PageHeader,
+    PageType,
+    SchemaElement,
+)
+from pageindex.format.thrift import Field, Struct, encode_struct
 from pageindex.scan import plain_values
 from pageindex.scan.memory import trim_heap
 from pageindex.scan.page_levels import ValueSection
-from pageindex.scan.page_walk import DATA_PAGE_V2, PH, PLAIN_DICTIONARY, RLE_DICTIONARY, ChunkPages, Page
-from pageindex.scan.synthetic import MAGIC, Synthesized, arrow_errors, column_chunk, one_row_group_file
+from pageindex.scan.page_walk import ChunkPages, Page
+from pageindex.scan.synthetic import Synthesized, arrow_errors, column_chunk, one_row_group_file
+
+_LEAF_KEPT = (SchemaElement.TYPE, SchemaElement.TYPE_LENGTH, SchemaElement.REPETITION_TYPE, SchemaElement.NAME)
+_GROUP_KEPT = (SchemaElement.REPETITION_TYPE, SchemaElement.NAME)
 
 
 def _bare_element(element: Struct, is_leaf: bool) -> Struct:
     """A schema element reduced to name, repetition and (for the leaf) physical type."""
-    keep = (SE.TYPE, SE.TYPE_LENGTH, SE.REPETITION, SE.NAME) if is_leaf else (SE.REPETITION, SE.NAME)
+    keep = _LEAF_KEPT if is_leaf else _GROUP_KEPT
     fields = [f for f in element.fields if f.id in keep]
     if not is_leaf:
-        fields.append(Field(SE.NUM_CHILDREN, T.I32, 1))
+        fields.append(SchemaElement.field(SchemaElement.NUM_CHILDREN, 1))
     return Struct(tuple(sorted(fields, key=lambda f: f.id)))
 
 
@@ -38,7 +49,8 @@ def bare_path(chunk: ChunkMeta, name: bytes | None = None) -> list[Struct]:
     ancestry = chunk.leaf.ancestry
     path = [_bare_element(e, i == len(ancestry) - 1) for i, e in enumerate(ancestry)]
     if name is not None:
-        path[0] = Struct(tuple(Field(SE.NAME, T.BINARY, name) if f.id == SE.NAME else f for f in path[0].fields))
+        path[0] = Struct(tuple(SchemaElement.field(SchemaElement.NAME, name) if f.id == SchemaElement.NAME else f
+                               for f in path[0].fields))
     return path
 
 
@@ -79,7 +91,7 @@ def sections_head(chunk: ChunkMeta, pages: ChunkPages, sections: Sequence[ValueS
     # Sections of v1 pages come decompressed: their files are uncompressed throughout. (A chunk
     # mixing v1 and v2 pages, which no known writer makes, keeps its codec: v1 sections then
     # say is_compressed=false.)
-    codec = UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
+    codec = CompressionCodec.UNCOMPRESSED if all(s.decompressed for s in sections) else chunk.codec
     page = pages.dictionary
     if page is None:
         return SectionsHead(codec, None, 0)
@@ -93,8 +105,9 @@ def synthesize_values(chunk: ChunkMeta, head: SectionsHead, sections: Sequence[V
     page, then each data page's values section under a v2 header without levels. Arrow then
     decodes the defined values alone, with no levels to read and no lists to assemble."""
     leaf = _bare_element(chunk.leaf.ancestry[-1], True)
-    leaf = Struct(tuple(Field(f.id, f.type, REQUIRED) if f.id == SE.REPETITION else
-                        Field(f.id, f.type, _FLAT_NAME) if f.id == SE.NAME else f for f in leaf.fields))
+    leaf = Struct(tuple(Field(f.id, f.type, FieldRepetitionType.REQUIRED) if f.id == SchemaElement.REPETITION_TYPE
+                        else Field(f.id, f.type, _FLAT_NAME) if f.id == SchemaElement.NAME else f
+                        for f in leaf.fields))
     body: list[bytes | memoryview] = [] if head.dictionary is None else [head.dictionary]
     data_offset = len(MAGIC) + sum(len(b) for b in body)
     uncompressed = head.dictionary_uncompressed
@@ -176,28 +189,28 @@ def _decompressed_page(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> bytes
     """The page with its body decompressed and its header saying so (its CRC, of the compressed
     body, dropped)."""
     body = decompress(chunk.codec, pages.body(page), page.uncompressed_size)
-    header = Struct(tuple(Field(f.id, f.type, len(body)) if f.id == PH.COMPRESSED else f
-                          for f in page.header.fields if f.id != PH.CRC))
+    header = Struct(tuple(Field(f.id, f.type, len(body)) if f.id == PageHeader.COMPRESSED_PAGE_SIZE else f
+                          for f in page.header.fields if f.id != PageHeader.CRC))
     return encode_struct(header) + body
 
 
 def _v2_header(section: ValueSection) -> bytes:
-    v2 = Struct((
-        Field(1, T.I32, section.count),
-        Field(2, T.I32, 0),
-        Field(3, T.I32, section.count),
+    v2 = DataPageHeaderV2.make(
+        NUM_VALUES=section.count,
+        NUM_NULLS=0,
+        NUM_ROWS=section.count,
         # PLAIN_DICTIONARY is v1's name for the same dictionary-index encoding.
-        Field(4, T.I32, RLE_DICTIONARY if section.encoding == PLAIN_DICTIONARY else section.encoding),
-        Field(5, T.I32, 0),
-        Field(6, T.I32, 0),
-        Field(7, T.TRUE, section.compressed),
+        ENCODING=Encoding.RLE_DICTIONARY if section.encoding == Encoding.PLAIN_DICTIONARY else section.encoding,
+        DEFINITION_LEVELS_BYTE_LENGTH=0,
+        REPETITION_LEVELS_BYTE_LENGTH=0,
+        IS_COMPRESSED=section.compressed,
+    )
+    return encode_struct(PageHeader.make(
+        TYPE=PageType.DATA_PAGE_V2,
+        UNCOMPRESSED_PAGE_SIZE=section.uncompressed_size,
+        COMPRESSED_PAGE_SIZE=len(section.data),
+        DATA_PAGE_HEADER_V2=v2,
     ))
-    return encode_struct(Struct((
-        Field(1, T.I32, DATA_PAGE_V2),
-        Field(2, T.I32, section.uncompressed_size),
-        Field(3, T.I32, len(section.data)),
-        Field(8, T.STRUCT, v2),
-    )))
 
 
 BATCH_ROWS = 1 << 16

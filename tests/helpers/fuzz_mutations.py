@@ -44,9 +44,10 @@ import fsspec.implementations.local  # noqa: F401  (pageindex.io.storage.Source 
 
 from pageindex.format import thrift
 from pageindex.format.footer import decode_footer
+from pageindex.format.parquet_thrift import PageHeader, PageType
 from pageindex.format.thrift import Field, Struct, T, TList, TMap, decode_struct, encode_struct
 from pageindex.io.storage import FileVersion, Source
-from pageindex.scan.page_walk import DATA_PAGE, DATA_PAGE_V2, PH, walk_chunk
+from pageindex.scan.page_walk import walk_chunk
 from tests.helpers.corpus import CORPUS_DIR
 from tests.helpers.page_reader import read_varint
 
@@ -440,6 +441,11 @@ def _flip_bits(buf: bytes, rng: random.Random, lo: int, hi: int) -> bytes:
 _CMD_OFFSETS = (9, 10, 11)  # data_page_offset, index_page_offset, dictionary_page_offset
 
 
+def _field_type(s: Struct, field_id: int) -> T:
+    """The type a field was read with (kept when its value is shifted)."""
+    return next(f.type for f in s.fields if f.id == field_id)
+
+
 def splice(data: bytes, start: int, end: int, new: bytes) -> bytes:
     """Replace data[start:end] (inside the data region) with `new`, shifting every absolute
     offset in the footer that lies at or after `end` and resizing the column chunk (and row
@@ -459,7 +465,7 @@ def splice(data: bytes, start: int, end: int, new: bytes) -> bytes:
         size = m.get(7)
         for fid in _CMD_OFFSETS:
             if m.has(fid):
-                m = m.set(fid, m.field_type(fid), shifted(m.get(fid)))
+                m = m.set(fid, _field_type(m, fid), shifted(m.get(fid)))
         if isinstance(chunk_start, int) and isinstance(size, int) and chunk_start <= start < chunk_start + size:
             m = m.set(7, T.I64, size + delta)
             if isinstance(m.get(6), int):
@@ -469,7 +475,7 @@ def splice(data: bytes, start: int, end: int, new: bytes) -> bytes:
     def fix_chunk(cc: Struct) -> Struct:
         for fid in (2, 4, 6):  # file_offset, offset_index_offset, column_index_offset
             if cc.has(fid):
-                cc = cc.set(fid, cc.field_type(fid), shifted(cc.get(fid)))
+                cc = cc.set(fid, _field_type(cc, fid), shifted(cc.get(fid)))
         if isinstance(cc.get(3), Struct):
             cc = cc.set(3, T.STRUCT, fix_meta(cc.get(3)))
         return cc
@@ -480,7 +486,7 @@ def splice(data: bytes, start: int, end: int, new: bytes) -> bytes:
             rg = rg.set(1, T.LIST, TList(cols.elem_type, tuple(fix_chunk(c) for c in cols.items)))
         if rg.has(5):
             first = rg.get(5)
-            rg = rg.set(5, rg.field_type(5), shifted(first))
+            rg = rg.set(5, _field_type(rg, 5), shifted(first))
         return rg
 
     groups = meta.get(4)
@@ -490,14 +496,14 @@ def splice(data: bytes, start: int, end: int, new: bytes) -> bytes:
 
 
 def _with_crc(header: Struct, body: bytes) -> Struct:
-    if header.has(PH.CRC):
+    if header.has(PageHeader.CRC):
         crc = zlib.crc32(body)
-        return header.set(PH.CRC, T.I32, crc - (1 << 32) if crc >= 1 << 31 else crc)
+        return header.set(PageHeader.CRC, T.I32, crc - (1 << 32) if crc >= 1 << 31 else crc)
     return header
 
 
 def _replace_page(data: bytes, page, header: Struct, body: bytes) -> bytes:
-    header = header.set(PH.COMPRESSED, T.I32, len(body))
+    header = header.set(PageHeader.COMPRESSED_PAGE_SIZE, T.I32, len(body))
     header = _with_crc(header, body)
     return splice(data, page.offset, page.offset + page.size, encode_struct(header) + body)
 
@@ -528,7 +534,7 @@ def _level_sections(chunk, pages, page) -> tuple[bytes, list[tuple[int, int, boo
     values_start).  For v1 the buffer is the decompressed body; for v2 the raw body."""
     leaf = chunk.leaf
     body = bytes(pages.body(page))
-    if page.kind == DATA_PAGE_V2:
+    if page.kind == PageType.DATA_PAGE_V2:
         rep = (0, page.rep_levels_size, False)
         dfn = (page.rep_levels_size, page.rep_levels_size + page.def_levels_size, False)
         return body, [s for s in (rep, dfn) if s[1] > s[0]], dfn[1]
@@ -545,7 +551,7 @@ def _level_sections(chunk, pages, page) -> tuple[bytes, list[tuple[int, int, boo
 
 def _store_page(data: bytes, chunk, page, buf: bytes) -> bytes:
     """Put a (mutated) level/value buffer from _level_sections back into the page."""
-    if page.kind == DATA_PAGE_V2:
+    if page.kind == PageType.DATA_PAGE_V2:
         return _replace_page(data, page, page.header, buf)  # the stored body, same size
     return _replace_page(data, page, page.header, _compress(chunk.codec, buf))
 
@@ -677,22 +683,24 @@ def _chunk_field(name: str, raw: bytes, rng: random.Random, size: int, footer_st
 
 
 _PAGE_FIELDS = {
-    None: ((PH.TYPE, T.I32), (PH.UNCOMPRESSED, T.I32), (PH.COMPRESSED, T.I32), (PH.CRC, T.I32)),
-    PH.DATA_V1: ((1, T.I32), (2, T.I32), (3, T.I32), (4, T.I32)),
-    PH.DICT: ((1, T.I32), (2, T.I32)),
-    PH.DATA_V2: ((1, T.I32), (2, T.I32), (3, T.I32), (4, T.I32), (5, T.I32), (6, T.I32)),
+    None: ((PageHeader.TYPE, T.I32), (PageHeader.UNCOMPRESSED_PAGE_SIZE, T.I32),
+           (PageHeader.COMPRESSED_PAGE_SIZE, T.I32), (PageHeader.CRC, T.I32)),
+    PageHeader.DATA_PAGE_HEADER: ((1, T.I32), (2, T.I32), (3, T.I32), (4, T.I32)),
+    PageHeader.DICTIONARY_PAGE_HEADER: ((1, T.I32), (2, T.I32)),
+    PageHeader.DATA_PAGE_HEADER_V2: ((1, T.I32), (2, T.I32), (3, T.I32), (4, T.I32), (5, T.I32), (6, T.I32)),
 }
+_SUB_HEADERS = (PageHeader.DATA_PAGE_HEADER, PageHeader.DICTIONARY_PAGE_HEADER, PageHeader.DATA_PAGE_HEADER_V2)
 
 
 def _page_header_field(name: str, data: bytes, rng: random.Random, size: int, footer_start: int) -> bytes:
     _, _, page = rng.choice(_pages(name))
     header = page.header
-    subs = [fid for fid in (PH.DATA_V1, PH.DICT, PH.DATA_V2) if isinstance(header.get(fid), Struct)]
+    subs = [fid for fid in _SUB_HEADERS if isinstance(header.get(fid), Struct)]
     sub = rng.choice([None, None] + subs)
-    if sub == PH.DATA_V2 and rng.random() < 0.15:
+    if sub == PageHeader.DATA_PAGE_HEADER_V2 and rng.random() < 0.15:
         header = header.set(sub, T.STRUCT, header.get(sub).set(7, T.TRUE, rng.random() < 0.5))
     elif rng.random() < 0.1:  # a page of another kind, or two sub-headers
-        other = rng.choice([PH.DATA_V1, PH.DICT, PH.DATA_V2, 6])
+        other = rng.choice([*_SUB_HEADERS, 6])  # 6: index_page_header
         header = header.set(other, T.STRUCT, Struct((Field(1, T.I32, 3), Field(2, T.I32, 0))))
     else:
         fid, ttype = rng.choice(_PAGE_FIELDS[sub])
@@ -709,9 +717,9 @@ def _page_header_field(name: str, data: bytes, rng: random.Random, size: int, fo
 def _page_sections(name: str, data: bytes, kind: str, rng: random.Random) -> bytes:
     candidates = []
     for chunk, pages, page in _pages(name, data_only=True):
-        if page.kind not in (DATA_PAGE, DATA_PAGE_V2) or page.num_values == 0:
+        if page.kind not in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2) or page.num_values == 0:
             continue
-        if chunk.codec not in (0, *_CODECS) and page.kind == DATA_PAGE:
+        if chunk.codec not in (0, *_CODECS) and page.kind == PageType.DATA_PAGE:
             continue
         if kind == "level_stream" and not (chunk.leaf.max_rep or chunk.leaf.max_def):
             continue
@@ -721,7 +729,7 @@ def _page_sections(name: str, data: bytes, kind: str, rng: random.Random) -> byt
     # Prefer nested columns (their levels are decoded by pageindex itself).
     nested = [c for c in candidates if c[0].leaf.max_rep or c[0].leaf.max_def > 1]
     chunk, pages, page = rng.choice(nested if nested and rng.random() < 0.7 else candidates)
-    if page.kind == DATA_PAGE_V2 and kind == "value_bytes":
+    if page.kind == PageType.DATA_PAGE_V2 and kind == "value_bytes":
         # v2 values may be compressed: flip bytes in the stored values section
         body = bytes(pages.body(page))
         lo = page.rep_levels_size + page.def_levels_size

@@ -8,8 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from pageindex.format.column_order import LT, Kind, Order, is_decimal
-from pageindex.format.schema import PT, Leaf
+from pageindex.format.column_order import Kind, Order, is_decimal
+from pageindex.format.parquet_thrift import LogicalType, Type
+from pageindex.format.schema import Leaf
 from pageindex.index.kinds.base import Codec
 from pageindex.index.kinds.booleans import BOOLEANS
 from pageindex.index.kinds.byte_arrays import BYTE_ARRAYS
@@ -64,13 +65,13 @@ def render(leaf: Leaf, raw: bytes | None, limit: int = 40) -> str:
 def _shown_by(leaf: Leaf) -> Codec:
     """The codec that shows a leaf's bounds: by its annotation, whether or not it is indexable."""
     ptype = leaf.physical_type
-    if ptype == PT.BOOLEAN:
+    if ptype == Type.BOOLEAN:
         return BOOLEANS
-    if ptype in (PT.FLOAT, PT.DOUBLE) or leaf.logical_id == LT.FLOAT16:
+    if ptype in (Type.FLOAT, Type.DOUBLE) or leaf.logical_id == LogicalType.FLOAT16:
         return FLOATS
     if is_decimal(leaf):
         return DECIMALS
-    if ptype in (PT.INT32, PT.INT64):
+    if ptype in (Type.INT32, Type.INT64):
         return INTEGERS
     return BYTE_ARRAYS
 

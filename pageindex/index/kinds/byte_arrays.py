@@ -9,15 +9,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pageindex.format.column_order import CT, LT, Order
-from pageindex.format.schema import PT, Leaf
+from pageindex.format.column_order import Order
+from pageindex.format.parquet_thrift import ConvertedType, LogicalType, Type
+from pageindex.format.schema import Leaf
 from pageindex.index.kinds.base import Bounds, Codec, dictionary_indices, is_text, runs_in, spread
 from pageindex.index.truncation import truncate_max, truncate_min
 
 MAX_CAP = 1 << 30
 FEW_PAGES = 256
-_STRING_LOGICAL = (LT.STRING, LT.ENUM, LT.JSON)
-_STRING_CONVERTED = (CT.UTF8, CT.ENUM, CT.JSON)
+_STRING_LOGICAL = (LogicalType.STRING, LogicalType.ENUM, LogicalType.JSON)
+_STRING_CONVERTED = (ConvertedType.UTF8, ConvertedType.ENUM, ConvertedType.JSON)
 
 
 class ByteArrayCodec(Codec):
@@ -65,11 +66,11 @@ class ByteArrayCodec(Codec):
 
     def render(self, leaf: Leaf, raw: bytes) -> str:
         lid, ct = leaf.logical_id, leaf.converted_type
-        if lid == LT.UUID and len(raw) == 16:
+        if lid == LogicalType.UUID and len(raw) == 16:
             h = raw.hex()
             return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
         if lid in _STRING_LOGICAL or ct in _STRING_CONVERTED or (
-                lid is None and ct is None and leaf.physical_type == PT.BYTE_ARRAY):
+                lid is None and ct is None and leaf.physical_type == Type.BYTE_ARRAY):
             try:
                 return repr(raw.decode("utf-8"))
             except UnicodeDecodeError:

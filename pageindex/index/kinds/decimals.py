@@ -11,16 +11,15 @@ import numpy as np
 import pyarrow as pa
 
 from pageindex.format.column_order import Order
-from pageindex.format.schema import PT, Leaf
+from pageindex.format.parquet_thrift import DecimalType, Type
+from pageindex.format.schema import Leaf
 from pageindex.index.kinds.base import Bounds, Codec, fixed_width, is_number, logical_params, spread_bounds
 from pageindex.index.kinds.byte_arrays import grouped_min_max
-
-_DECIMAL_SCALE = 1  # DecimalType field
 
 
 def scale(leaf: Leaf) -> int:
     logical = logical_params(leaf)
-    return (logical.get(_DECIMAL_SCALE) if logical is not None else leaf.scale) or 0
+    return (logical.get(DecimalType.SCALE) if logical is not None else leaf.scale) or 0
 
 
 def scaled_key(leaf: Leaf, value: Any) -> Fraction:
@@ -33,7 +32,7 @@ class DecimalCodec(Codec):
                     truncate_length: int) -> Bounds:
         """Sign-extend every value to one width and flip its sign bit, so that unsigned byte
         order equals numeric order; the bounds are the shortest (BYTE_ARRAY) or the fixed width."""
-        if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        if leaf.physical_type == Type.FIXED_LEN_BYTE_ARRAY:
             width = leaf.type_length
             keys = fixed_width(values, width).reshape(-1, width).copy()
         else:
@@ -44,7 +43,7 @@ class DecimalCodec(Codec):
         lo, hi, pages = grouped_min_max(key_array, defined)
         lo_i = [_signed_int(v) for v in lo]
         hi_i = [_signed_int(v) for v in hi]
-        if leaf.physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        if leaf.physical_type == Type.FIXED_LEN_BYTE_ARRAY:
             encode = lambda v: v.to_bytes(width, "big", signed=True)  # noqa: E731
         else:
             encode = lambda v: v.to_bytes(v.bit_length() // 8 + 1, "big", signed=True)  # noqa: E731
@@ -67,7 +66,7 @@ class DecimalCodec(Codec):
         return key, key
 
     def render(self, leaf: Leaf, raw: bytes) -> str:
-        if leaf.physical_type in (PT.INT32, PT.INT64):
+        if leaf.physical_type in (Type.INT32, Type.INT64):
             unscaled = int.from_bytes(raw, "little", signed=True)
         else:
             unscaled = int.from_bytes(raw, "big", signed=True)

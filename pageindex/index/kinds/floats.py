@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 
 from pageindex.format.column_order import Order
-from pageindex.format.schema import PT, Leaf
+from pageindex.format.parquet_thrift import Type
+from pageindex.format.schema import Leaf
 from pageindex.index.kinds.base import (
     Bounds,
     Codec,
@@ -37,9 +38,9 @@ class FloatFormat:
 
 
 FORMATS = {
-    PT.FLOAT: FloatFormat(32, "<f4", "<i4", "<f"),
-    PT.DOUBLE: FloatFormat(64, "<f8", "<i8", "<d"),
-    PT.FIXED_LEN_BYTE_ARRAY: FloatFormat(16, "<f2", "<i2", "<e"),
+    Type.FLOAT: FloatFormat(32, "<f4", "<i4", "<f"),
+    Type.DOUBLE: FloatFormat(64, "<f8", "<i8", "<d"),
+    Type.FIXED_LEN_BYTE_ARRAY: FloatFormat(16, "<f2", "<i2", "<e"),
 }
 
 
@@ -93,9 +94,9 @@ class FloatCodec(Codec):
         return tuple(self.key(leaf, order, np.array([v], fmt.floats).tobytes()) for v in (low, high))
 
     def render(self, leaf: Leaf, raw: bytes) -> str:
-        if leaf.physical_type in (PT.FLOAT, PT.DOUBLE):
+        if leaf.physical_type in (Type.FLOAT, Type.DOUBLE):
             return repr(struct.unpack(FORMATS[leaf.physical_type].packed, raw)[0])
-        return repr(float(np.frombuffer(raw, FORMATS[PT.FIXED_LEN_BYTE_ARRAY].floats)[0]))
+        return repr(float(np.frombuffer(raw, FORMATS[Type.FIXED_LEN_BYTE_ARRAY].floats)[0]))
 
 
 def _type_order_bounds(floats: np.ndarray, defined: np.ndarray) -> Bounds:

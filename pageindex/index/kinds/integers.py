@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pageindex.format.column_order import LT, Kind, Order, is_decimal, type_order
-from pageindex.format.schema import PT, Leaf
+from pageindex.format.column_order import Kind, Order, is_decimal, type_order
+from pageindex.format.parquet_thrift import ConvertedType, LogicalType, TimestampType, TimeUnit, Type
+from pageindex.format.schema import Leaf
 from pageindex.index.kinds.base import (
     Bounds,
     Codec,
@@ -26,20 +27,22 @@ from pageindex.index.kinds.base import (
 from pageindex.index.kinds.decimals import scaled_key
 
 _PER_SECOND = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
-_TIME_UNITS = {1: "ms", 2: "us", 3: "ns"}  # TimeUnit union members MILLIS, MICROS, NANOS
-_CONVERTED_UNITS = {7: "ms", 8: "us", 9: "ms", 10: "us"}  # TIME_MILLIS/MICROS, TIMESTAMP_MILLIS/MICROS
-_CONVERTED_DATE, _CONVERTED_TIMESTAMPS, _CONVERTED_TIMES = 6, (9, 10), (7, 8)
+_TIME_UNITS = {TimeUnit.MILLIS: "ms", TimeUnit.MICROS: "us", TimeUnit.NANOS: "ns"}
+_CONVERTED_UNITS = {ConvertedType.TIME_MILLIS: "ms", ConvertedType.TIME_MICROS: "us",
+                    ConvertedType.TIMESTAMP_MILLIS: "ms", ConvertedType.TIMESTAMP_MICROS: "us"}
+_CONVERTED_TIMESTAMPS = (ConvertedType.TIMESTAMP_MILLIS, ConvertedType.TIMESTAMP_MICROS)
+_CONVERTED_TIMES = (ConvertedType.TIME_MILLIS, ConvertedType.TIME_MICROS)
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
 def _width(leaf: Leaf) -> int:
-    return 4 if leaf.physical_type == PT.INT32 else 8
+    return 4 if leaf.physical_type == Type.INT32 else 8
 
 
 def time_unit(leaf: Leaf) -> str:
     """The unit of a TIME or TIMESTAMP leaf: its LogicalType's, else its ConvertedType's."""
     logical = logical_params(leaf)
-    unit = logical.get(2) if logical is not None and leaf.logical_id in (LT.TIME, LT.TIMESTAMP) else None
+    unit = logical.get(TimestampType.UNIT) if logical is not None and leaf.logical_id in (LogicalType.TIME, LogicalType.TIMESTAMP) else None
     if unit is not None and unit.fields:
         if unit.fields[0].id not in _TIME_UNITS:
             raise ValueError(f"time unit {unit.fields[0].id} is not understood")
@@ -97,12 +100,12 @@ class IntegerCodec(Codec):
     def render(self, leaf: Leaf, raw: bytes) -> str:
         value = int.from_bytes(raw, "little", signed=type_order(leaf).kind is not Kind.UNSIGNED)
         lid, ct = leaf.logical_id, leaf.converted_type
-        if lid == LT.DATE or ct == _CONVERTED_DATE:
+        if lid == LogicalType.DATE or ct == ConvertedType.DATE:
             return (dt.date(1970, 1, 1) + dt.timedelta(days=value)).isoformat()
-        if lid == LT.TIMESTAMP or ct in _CONVERTED_TIMESTAMPS:
+        if lid == LogicalType.TIMESTAMP or ct in _CONVERTED_TIMESTAMPS:
             seconds, frac, digits = _split_seconds(leaf, value)
             return f"{(_EPOCH + dt.timedelta(seconds=seconds)).isoformat()}.{frac:0{digits}d}"
-        if lid == LT.TIME or ct in _CONVERTED_TIMES:
+        if lid == LogicalType.TIME or ct in _CONVERTED_TIMES:
             seconds, frac, digits = _split_seconds(leaf, value)
             return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{frac:0{digits}d}"
         return str(value)
