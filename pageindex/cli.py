@@ -11,9 +11,10 @@ import sys
 from typing import Sequence
 
 from pageindex.errors import PageIndexError
+from pageindex.index.compute import PAGE_STATS
 from pageindex.inspection import format_text, inspect_file
 from pageindex.query.lookup import lookup
-from pageindex.retrofit import RetrofitResult, retrofit
+from pageindex.retrofit import RetrofitResult, Status, retrofit
 from pageindex.verify import verify
 from pageindex.version import __version__
 
@@ -24,15 +25,15 @@ def _print_json(obj: object) -> None:
 
 
 def _summary(result: RetrofitResult) -> str:
-    if result.status == "already_indexed":
+    if result.status == Status.ALREADY_INDEXED:
         return f"{result.path}: already has a complete page index (use --force to rebuild)"
     with_ci = sum(c.column_index for c in result.chunks)
     lines = [
         f"{result.path}: {result.status}" + (f" -> {result.output}" if result.output and result.output != result.path else ""),
         f"  row groups {result.row_groups}, pages {result.pages}, chunks {len(result.chunks)}"
         f" ({with_ci} with ColumnIndex, {len(result.chunks) - with_ci} without)"
-        + (f", {sum(c.source == 'page_stats' for c in result.chunks)} from page-header statistics"
-           if any(c.source == "page_stats" for c in result.chunks) else ""),
+        + (f", {sum(c.source == PAGE_STATS for c in result.chunks)} from page-header statistics"
+           if any(c.source == PAGE_STATS for c in result.chunks) else ""),
         f"  size {result.bytes_in} -> {result.bytes_out} bytes (+{result.bytes_out - result.bytes_in}),"
         f" read {result.bytes_read} bytes in {result.seconds:.2f}s",
     ]

@@ -202,7 +202,8 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(code, os.strerror(code), b)
 
 
-def _check_unchanged(source: Source) -> None:
+def check_unchanged(source: Source) -> None:
+    """Refuse to go on when the file at the source's path is no longer the version it opened."""
     if current_version(source) != source.version:
         raise ConcurrentModificationError(
             "file changed while it was processed; not overwritten", path=source.path
@@ -276,7 +277,7 @@ class _LocalCommit(PendingCommit):
                 # The replacement keeps the original's permissions, not the umask's.
                 os.chmod(self.tmp, stat.S_IMODE(os.stat(self.source.path).st_mode))
             # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
-            _check_unchanged(self.source)
+            check_unchanged(self.source)
             _drop_stale_checksum(self.dst)
             if not (self.in_place and self._swap_in()):
                 os.replace(self.tmp, self.dst)
@@ -367,7 +368,7 @@ def _fsync_dir(path: str) -> None:
 
 def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any) -> None:
     # An object store makes the object visible only when the upload completes.
-    _check_unchanged(source)
+    check_unchanged(source)
     with storage_errors("upload", dst):
         with fs.open(dst, "wb") as out:
             _copy_prefix(source, out, prefix_length)
@@ -386,7 +387,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
     if prefix_length < S3_MIN_PART or etag is None:
         # Too small for a copied part: one PUT of the (small) object.
         body = source.read(0, prefix_length, "copy") + tail
-        _check_unchanged(source)
+        check_unchanged(source)
         _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
         return
     src_bucket, src_key = fs.split_path(source.path)[:2]
@@ -406,7 +407,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
         sent = _s3_call(fs, dst, "upload_part", Bucket=bucket, Key=key, UploadId=upload,
                         PartNumber=len(parts) + 1, Body=tail)
         parts.append({"PartNumber": len(parts) + 1, "ETag": sent["ETag"]})
-        _check_unchanged(source)
+        check_unchanged(source)
         _s3_call(fs, dst, "complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
                  MultipartUpload={"Parts": parts})
     except BaseException:

@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
-from pageindex.io.discovery import InputFile, filesystem_for
-from pageindex.retrofit import retrofit
+from pageindex.io.discovery import InputFile
+from pageindex.io.storage import resolve
+from pageindex.retrofit import Status, retrofit
 
 log = logging.getLogger("pageindex.job.spark")
-
-INDEXED, ALREADY, SKIPPED, CHANGED, FAILED, DRY_RUN = (
-    "indexed", "already_indexed", "skipped", "changed", "failed", "dry_run")
 
 
 @dataclass(frozen=True)
@@ -44,16 +42,16 @@ def output_url(file: InputFile, options: JobOptions) -> str | None:
 def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
     started = time.monotonic()
     record: dict[str, Any] = {
-        "path": file.url, "output": output_url(file, options), "status": FAILED, "reason": "",
+        "path": file.url, "output": output_url(file, options), "status": Status.FAILED, "reason": "",
         "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
         "chunks_with_column_index": 0, "chunks_without_column_index": 0,
         "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
     }
     try:
-        fs, path = filesystem_for(file.url, options.storage_options)
+        fs, path = resolve(file.url, storage_options=options.storage_options)
         dst_fs, dst = None, None
         if options.output is not None:
-            dst_fs, dst = filesystem_for(record["output"], options.storage_options)
+            dst_fs, dst = resolve(record["output"], storage_options=options.storage_options)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
@@ -69,18 +67,18 @@ def process_file(file: InputFile, options: JobOptions) -> dict[str, Any]:
             if c.reason:
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
-        if result.status == ALREADY and options.copy_unchanged and dst is not None and not options.dry_run:
+        if result.status == Status.ALREADY_INDEXED and options.copy_unchanged and dst is not None and not options.dry_run:
             copy_file(file.url, record["output"], options.storage_options)
     except NotParquetError as err:
-        record.update(status=SKIPPED, reason=err.reason)
+        record.update(status=Status.SKIPPED, reason=err.reason)
     except ConcurrentModificationError as err:
-        record.update(status=CHANGED, reason=err.reason)
+        record.update(status=Status.CHANGED, reason=err.reason)
     except PageIndexError as err:
-        record.update(status=FAILED, reason=f"{type(err).__name__}: {err.message(with_path=False)}")
+        record.update(status=Status.FAILED, reason=f"{type(err).__name__}: {err.message(with_path=False)}")
     except Exception as err:  # noqa: BLE001 - one bad file must not end the job
         log.exception("internal error on %s", file.url)
-        record.update(status=FAILED, reason=f"internal error: {type(err).__name__}: {err}")
-    if record["status"] == SKIPPED and options.copy_unchanged and options.output and not options.dry_run:
+        record.update(status=Status.FAILED, reason=f"internal error: {type(err).__name__}: {err}")
+    if record["status"] == Status.SKIPPED and options.copy_unchanged and options.output and not options.dry_run:
         _copy_quietly(file, record, options)
     record["seconds"] = round(time.monotonic() - started, 6)
     return record
@@ -95,8 +93,8 @@ def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) 
 
 def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> None:
     """Copy a file unchanged, server-side within one filesystem, streamed across two."""
-    src_fs, src = filesystem_for(src_url, storage_options)
-    dst_fs, dst = filesystem_for(dst_url, storage_options)
+    src_fs, src = resolve(src_url, storage_options=storage_options)
+    dst_fs, dst = resolve(dst_url, storage_options=storage_options)
     parent = posixpath.dirname(dst)
     if parent:
         dst_fs.makedirs(parent, exist_ok=True)
