@@ -339,9 +339,9 @@ def _failing_read(monkeypatch, fail_after: int):
 
 def _count_dry_run_reads(path: Path) -> int:
     from pageindex.format.footer import read_footer
-    from pageindex.io.storage import open_source
     from pageindex.index.compute import compute_indexes
     from pageindex.index.plan import plan_chunks
+    from pageindex.io.storage import open_source
 
     with open_source(str(path)) as s:
         footer = read_footer(s)

@@ -39,14 +39,13 @@ class Refusal:
 
 
 def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | None) -> Struct:
-    first_rows = np.concatenate(([0], np.cumsum(levels.rows)[:-1])) if len(levels.rows) else []
     locations = tuple(
         Struct((
             Field(1, T.I64, p.offset),
             Field(2, T.I32, p.size),
             Field(3, T.I64, int(first)),
         ))
-        for p, first in zip(pages.pages, first_rows)
+        for p, first in zip(pages.pages, levels.first_rows)
     )
     fields = [Field(1, T.LIST, TList(T.STRUCT, locations))]
     if unencoded is not None:
@@ -419,10 +418,10 @@ def _bytes_bounds(order: Order, values: pa.ChunkedArray, defined: np.ndarray, tr
     # values are; prefixes order like their values except in ties, which truncate alike.
     lo, hi, pages = _grouped_min_max(values, defined, cap)
     if order.truncatable:
-        lo = [truncate_min(v, truncate_length, True, partial=len(v) == cap) for v in lo]
+        lo = [truncate_min(v, truncate_length, partial=len(v) == cap) for v in lo]
         maxes = []
         for page, v in zip(pages, hi):
-            bound = truncate_max(v, truncate_length, True, partial=len(v) == cap)
+            bound = truncate_max(v, truncate_length, partial=len(v) == cap)
             if len(v) == cap and bound == v:
                 # No shorter upper bound exists, so the whole value is kept: read it in full.
                 bound = _page_max(values, defined, page)

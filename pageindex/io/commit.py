@@ -101,7 +101,7 @@ def _copy_in_kernel(source: Source, fd: int, pos: int, length: int, stop: thread
 
 
 # ext2/3/4 (one magic number): no reflinks and no server-side copy, so copy_file_range copies into
-# fresh page-cache pages, which on the bench's VM cost 0.3-1.2 s of CPU per GB.
+# fresh page-cache pages, CPU that direct I/O does not spend (see bench/RESULTS.md).
 _EXT4_MAGIC = 0xEF53
 _FSTATFS: Any = getattr(_LIBC, "fstatfs", None)
 # struct statfs (120 bytes on 64-bit Linux) starts with f_type, a long; the rest is not read.
