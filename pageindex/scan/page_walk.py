@@ -115,19 +115,13 @@ def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = 
     With a `window`, the chunk is read that many bytes at a time (more for a bigger page), into
     memory the source reuses (read_view), and its bytes are left on storage (ChunkPages.stored):
     for a chunk too big to hold."""
-    try:
-        return _walk(chunk, limit, lambda: _ChunkReader(source, chunk, limit, verify_crc, window))
-    except PageIndexError as err:
-        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+    return _located(source, chunk, limit, lambda: _ChunkReader(source, chunk, limit, verify_crc, window))
 
 
 def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> ChunkPages:
     """The chunk's pages from their headers alone, read a small window at a time (no page body is
     read, no CRC checked): the pages come without data."""
-    try:
-        return _walk(chunk, limit, lambda: _HeaderReader(source, chunk, limit))
-    except PageIndexError as err:
-        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+    return _located(source, chunk, limit, lambda: _HeaderReader(source, chunk, limit))
 
 
 class _PageReader(Protocol):
@@ -136,6 +130,13 @@ class _PageReader(Protocol):
 
     def data_until(self, end: int) -> bytes | memoryview | StoredRange:
         """The chunk's bytes from its start to `end`, as ChunkPages holds them."""
+
+
+def _located(source: Source, chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> ChunkPages:
+    try:
+        return _walk(chunk, limit, reader)
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
 def _walk(chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> ChunkPages:
