@@ -16,19 +16,19 @@ from typing import Any, Callable, Iterator, Sequence
 
 from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
-from pageindex.io.discovery import filesystem_for
-from pageindex.io.storage import storage_options_from
-from pageindex.job.process import ALREADY, CHANGED, FAILED, SKIPPED, JobOptions, failed_record, process_to
+from pageindex.io.storage import resolve, storage_options_from
+from pageindex.job.process import JobOptions, failed_record, process_to
 from pageindex.job.report import summary, write_report
 from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
+from pageindex.retrofit import Status
 from pageindex.targets import Target, expand, legacy_destination, plan
 from pageindex.verify import verify
 from pageindex.version import __version__
 
 # S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
-NOT_DONE = (FAILED, CHANGED)  # the statuses that make `retrofit` exit 1
+NOT_DONE = (Status.FAILED, Status.CHANGED)  # the statuses that make `retrofit` exit 1
 
 
 def _print_json(obj: object) -> None:
@@ -50,9 +50,9 @@ def _print_error(err: PageIndexError, as_json: bool) -> None:
 def _describe(record: dict[str, Any]) -> str:
     """A retrofit record as text: what was written, and why any chunk got no ColumnIndex."""
     path, status = record["path"], record["status"]
-    if status == ALREADY:
+    if status == Status.ALREADY_INDEXED:
         return f"{path}: already has a complete page index (use --force to rebuild)"
-    if status in (SKIPPED, *NOT_DONE):
+    if status in (Status.SKIPPED, *NOT_DONE):
         return f"{path}: {status}: {record['reason']}"
     with_ci, without = record["chunks_with_column_index"], record["chunks_without_column_index"]
     from_stats = record["chunks_from_page_stats"]
@@ -110,8 +110,8 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     records = []
     progress.draw()
     for target, record in _processed(targets, options, args.jobs):
-        if target.named and record["status"] == SKIPPED:
-            record.update(status=FAILED, reason=f"{NotParquetError.__name__}: {record['reason']}")
+        if target.named and record["status"] == Status.SKIPPED:
+            record.update(status=Status.FAILED, reason=f"{NotParquetError.__name__}: {record['reason']}")
         records.append(record)
         progress.clear()
         if record["status"] in NOT_DONE:
@@ -139,7 +139,7 @@ def _each_file(args: argparse.Namespace, show: Callable[[str, Any], int]) -> int
     code, as_json = 0, args.json
     for target in expand(args.paths, args.storage_options):
         try:
-            code = max(code, show(target.file.url, filesystem_for(target.file.url, args.storage_options)[0]))
+            code = max(code, show(target.file.url, resolve(target.file.url, storage_options=args.storage_options)[0]))
         except NotParquetError as err:
             if target.named:
                 _print_error(err, as_json)
@@ -188,7 +188,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_lookup(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-    filesystem = filesystem_for(args.path, args.storage_options)[0]
+    filesystem = resolve(args.path, storage_options=args.storage_options)[0]
     table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem)
     shown = table if args.limit is None else table.slice(0, args.limit)
     if args.json:

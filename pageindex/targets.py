@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pageindex.errors import OutputRefusedError
-from pageindex.io.discovery import Discovery, InputFile, discover, filesystem_for
+from pageindex.io.discovery import Discovery, InputFile, discover
+from pageindex.io.storage import resolve
 from pageindex.job.spark import check_modes
 
 GLOB_CHARS = "*?["
@@ -32,7 +33,7 @@ def legacy_destination(paths: list[str], output: str | None, storage_options: di
     before it would write a file the new syntax never writes, so the caller refuses it."""
     if output is not None or len(paths) != 2 or _is_glob(paths[1]):
         return None
-    fs, path = filesystem_for(paths[1], storage_options)
+    fs, path = resolve(paths[1], storage_options=storage_options)
     return None if fs.exists(path) else paths[1]
 
 
@@ -45,10 +46,10 @@ def expand(paths: list[str], storage_options: dict[str, Any]) -> list[Target]:
 def _targets(found: Discovery, paths: list[str], storage_options: dict[str, Any]) -> list[Target]:
     named = set()
     for path in paths:
-        fs, inner = filesystem_for(path, storage_options)
+        fs, inner = resolve(path, storage_options=storage_options)
         if not _is_glob(path) and not fs.isdir(inner):
             named.add(inner)
-    return [Target(f, None, filesystem_for(f.url, storage_options)[1] in named) for f in found.files]
+    return [Target(f, None, resolve(f.url, storage_options=storage_options)[1] in named) for f in found.files]
 
 
 def plan(paths: list[str], output: str | None, overwrite: bool, storage_options: dict[str, Any]
@@ -78,7 +79,7 @@ def _is_glob(path: str) -> bool:
 
 
 def _refuse_file_as_directory(output: str, storage_options: dict[str, Any]) -> None:
-    fs, path = filesystem_for(output, storage_options)
+    fs, path = resolve(output, storage_options=storage_options)
     if fs.isfile(path):
         raise OutputRefusedError("is a file; with several inputs or a directory, --output names "
                                  "the directory to mirror them into", path=output)
@@ -93,7 +94,7 @@ def _refuse_clobbering(targets: list[Target], existing: dict[str, str], overwrit
         if _identity(t.output, storage_options) in inputs:
             raise OutputRefusedError(f"is one of the inputs ({t.file.url}); to index a file in "
                                      "place, leave out --output", path=t.output)
-        kind = existing.get(filesystem_for(t.output, storage_options)[1])
+        kind = existing.get(resolve(t.output, storage_options=storage_options)[1])
         if kind == "directory":
             raise OutputRefusedError(
                 "is a directory; with one input file --output names the file to write (end it "
@@ -105,7 +106,7 @@ def _refuse_clobbering(targets: list[Target], existing: dict[str, str], overwrit
 def _kinds(url: str, storage_options: dict[str, Any], below: bool) -> dict[str, str]:
     """Path -> "file" | "directory" of what exists at `url` (and, if `below`, under it): one
     listing of the output tree, not a request per output file (on S3 each is a round trip)."""
-    fs, path = filesystem_for(url, storage_options)
+    fs, path = resolve(url, storage_options=storage_options)
     try:
         entries = fs.find(path, withdirs=True, detail=True) if below else {path: fs.info(path)}
     except FileNotFoundError:
@@ -115,6 +116,6 @@ def _kinds(url: str, storage_options: dict[str, Any], below: bool) -> dict[str, 
 
 def _identity(url: str, storage_options: dict[str, Any]) -> str:
     """What names one stored file: a local path with its symlinks resolved, or the URL."""
-    fs, path = filesystem_for(url, storage_options)
+    fs, path = resolve(url, storage_options=storage_options)
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     return os.path.realpath(path) if "file" in protocols else f"{protocols[0]}://{path}"

@@ -89,7 +89,7 @@ def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order
         out.append(Violation(chunk.row_group, chunk.leaf.dotted, page, check, detail))
 
     checks_values = ci is not None or (oi is not None and oi.unencoded_byte_array_data_bytes is not None)
-    scan = scan_chunk(source, footer, chunk, decode=checks_values and needs_values(chunk, order))
+    scan = scan_chunk(source, footer, chunk, with_values=checks_values and needs_values(chunk, order))
     split = scan.levels.split_record_page
     if split is not None:
         fail(split, "row boundary", "page does not start at a row boundary (record split across pages)")
@@ -116,8 +116,7 @@ def _check_offset_index(scan: ChunkScan, oi: OffsetIndexView, fail) -> None:
     for i, (a, b) in enumerate(zip(said, said[1:]), start=1):
         if b <= a:
             fail(i, "first_row_index", f"{b} does not increase strictly after {a}")
-    first_rows = np.concatenate(([0], np.cumsum(scan.levels.rows)[:-1])) if len(walked) else []
-    for i, (loc, page, first) in enumerate(zip(oi.pages, walked, first_rows)):
+    for i, (loc, page, first) in enumerate(zip(oi.pages, walked, scan.levels.first_rows)):
         if loc.offset != page.offset or loc.compressed_page_size != page.size:
             fail(i, "page location", f"index says offset {loc.offset} size {loc.compressed_page_size}, "
                  f"page is at {page.offset} size {page.size}")

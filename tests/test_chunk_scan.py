@@ -1,5 +1,5 @@
-"""pageindex.scan.chunk_scan: batched decoding gives what one chunk at a time gives, dictionary
-strings stay indices, and a corrupt chunk inside a batch is still named.
+"""pageindex.scan.chunk_scan: decoding small chunks in groups gives what one chunk at a time gives,
+dictionary strings stay indices, and a corrupt chunk inside a group is still named.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _same(a: chunk_scan.ChunkScan, b: chunk_scan.ChunkScan) -> None:
         assert plain(a.values).equals(plain(b.values))
 
 
-def test_batches_equal_one_chunk_at_a_time(tmp_path, monkeypatch):
+def test_groups_equal_one_chunk_at_a_time(tmp_path, monkeypatch):
     path = _write(tmp_path / "all.parquet", random_table(5, 3000, kinds=ALL_KINDS))
     reads = []
     original = chunk_scan.decode_columns
@@ -51,13 +51,13 @@ def test_batches_equal_one_chunk_at_a_time(tmp_path, monkeypatch):
     with open_source(str(path)) as source:
         footer = read_footer(source)
         for row in footer.chunks:
-            batched = list(scan_chunks(source, footer, _requests(footer, row)))
-            single = [scan_chunk(source, footer, chunk, decode) for chunk, decode in _requests(footer, row)]
-            assert len(batched) == len(single) == len(row)
-            for a, b in zip(batched, single):
+            grouped = list(scan_chunks(source, footer, _requests(footer, row)))
+            single = [scan_chunk(source, footer, chunk, with_values) for chunk, with_values in _requests(footer, row)]
+            assert len(grouped) == len(single) == len(row)
+            for a, b in zip(grouped, single):
                 _same(a, b)
-    # Every multi-chunk read stayed within the column cap, and batching happened.
-    assert reads and max(reads) <= chunk_scan.BATCH_CHUNKS
+    # Every multi-chunk read stayed within the column cap, and grouping happened.
+    assert reads and max(reads) <= chunk_scan.GROUP_CHUNKS
     assert sum(reads) > len(reads)
 
 
@@ -93,14 +93,14 @@ def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch)
     with open_source(str(path)) as source:
         footer = read_footer(source)
         requests = [r for row in footer.chunks for r in _requests(footer, row)]
-        held = [scan_chunk(source, footer, chunk, decode) for chunk, decode in requests]
+        held = [scan_chunk(source, footer, chunk, with_values) for chunk, with_values in requests]
         read_once = source.stats.bytes_read
         assert streamed and not any(streamed)
         streamed.clear()
         monkeypatch.setattr(chunk_scan, "STREAM_CHUNK_BYTES", 1)
         monkeypatch.setattr(chunk_scan, "WALK_WINDOW", 4096)
-        for chunk, decode in requests:
-            scan_chunk(source, footer, chunk, decode)
+        for chunk, with_values in requests:
+            scan_chunk(source, footer, chunk, with_values)
         assert streamed and not any(streamed)  # pages of 2 KiB: held, not streamed one by one
         streamed.clear()
         before = source.stats.bytes_read
@@ -114,7 +114,7 @@ def test_big_local_chunks_are_decoded_from_the_file_again(tmp_path, monkeypatch)
             walk_reads[chunk.start] = [length for _, length, _ in source.stats.ranges[first:]]
             return pages
         monkeypatch.setattr(chunk_scan, "walk_chunk", recorded_walk)
-        again = [scan_chunk(source, footer, chunk, decode) for chunk, decode in requests]
+        again = [scan_chunk(source, footer, chunk, with_values) for chunk, with_values in requests]
         assert streamed and all(streamed)
         windowed = 0
         for (chunk, _), scan in zip(requests, again):
@@ -145,7 +145,7 @@ def _corrupt_first_page_body(path: Path, column: int) -> Path:
     return out
 
 
-def test_corrupt_chunk_inside_a_batch_is_named(tmp_path):
+def test_corrupt_chunk_inside_a_group_is_named(tmp_path):
     table = pa.table({f"c{i}": pa.array(np.arange(1000, dtype=np.int64) * (i + 1)) for i in range(6)})
     path = _write(tmp_path / "w.parquet", table, compression="snappy", use_dictionary=False,
                   data_page_size=1 << 20)
@@ -174,7 +174,7 @@ def _leaf_reference(path: Path, row_group: int, column: int) -> list:
             return array.drop_null().to_pylist()
 
 
-@pytest.mark.parametrize("group_bytes", [values.SECTION_GROUP_BYTES, 600])
+@pytest.mark.parametrize("group_bytes", [values.SECTION_RUN_BYTES, 600])
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
 @pytest.mark.parametrize("compression,dictionary", [("snappy", True), ("zstd", False), ("none", True)])
 def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, version, compression,
@@ -185,7 +185,7 @@ def test_nested_leaves_decode_from_their_values_sections(tmp_path, monkeypatch, 
     path = _write(tmp_path / "n.parquet", random_table(7, 3000, kinds=NESTED_KINDS),
                   data_page_version=version, compression=compression, use_dictionary=dictionary,
                   data_page_size=256, write_batch_size=50)  # small pages: some hold no defined value
-    monkeypatch.setattr(values, "SECTION_GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(values, "SECTION_RUN_BYTES", group_bytes)
     flat_reads, runs = [], []
     decode_sections, synthesize_values = values.decode_sections, values.synthesize_values
     monkeypatch.setattr(chunk_scan, "decode_sections",

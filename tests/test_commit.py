@@ -339,12 +339,13 @@ def _failing_read(monkeypatch, fail_after: int):
 
 def _count_dry_run_reads(path: Path) -> int:
     from pageindex.format.footer import read_footer
+    from pageindex.index.compute import compute_indexes
+    from pageindex.index.plan import plan_chunks
     from pageindex.io.storage import open_source
-    from pageindex.retrofit import compute_indexes
 
     with open_source(str(path)) as s:
         footer = read_footer(s)
-        compute_indexes(s, footer, 64)
+        compute_indexes(s, footer, plan_chunks(footer, False), 64)
         return s.stats.requests
 
 

@@ -9,11 +9,11 @@ from pageindex.errors import StorageError
 from pageindex.io.discovery import (
     InputFile,
     discover,
-    filesystem_for,
     is_hidden,
     normalize_url,
     table_format,
 )
+from pageindex.io.storage import resolve
 
 
 @pytest.mark.parametrize("url, expected", [
@@ -31,8 +31,8 @@ def test_normalize_url(url, expected):
 
 def test_s3a_and_s3_name_the_same_object():
     storage = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:1"}}
-    fs_a, path_a = filesystem_for("s3a://bucket/dir/key.parquet", storage)
-    fs_s, path_s = filesystem_for("s3://bucket/dir/key.parquet", storage)
+    fs_a, path_a = resolve("s3a://bucket/dir/key.parquet", storage_options=storage)
+    fs_s, path_s = resolve("s3://bucket/dir/key.parquet", storage_options=storage)
     assert path_a == path_s == "bucket/dir/key.parquet"
     assert fs_a is fs_s
 
@@ -40,7 +40,7 @@ def test_s3a_and_s3_name_the_same_object():
 @pytest.mark.parametrize("url", ["file:///tmp/x/y", "file:/tmp/x/y", "/tmp/x/y"])
 def test_local_urls(url):
     # file:/ (one slash) is how Hadoop and Spark's catalog print local locations
-    fs, path = filesystem_for(url, {})
+    fs, path = resolve(url)
     assert path == "/tmp/x/y"
     assert "file" in fs.protocol
 
@@ -72,7 +72,7 @@ def touch(path: Path, data: bytes = b"PAR1") -> Path:
 
 @pytest.fixture
 def local_fs():
-    return filesystem_for("/", {})[0]
+    return resolve("/")[0]
 
 
 def test_table_format_at_root_and_below(tmp_path, local_fs):

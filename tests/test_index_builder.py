@@ -429,12 +429,12 @@ def random_bytes(rng: random.Random, text: bool) -> bytes:
 def _capped_min(v: bytes, length: int) -> bytes:
     """The builder's rule: UTF-8 or not is judged on the first length + 4 bytes."""
     cap = length + 4
-    return truncate_min(v[:cap], length, True, partial=len(v) >= cap)
+    return truncate_min(v[:cap], length, partial=len(v) >= cap)
 
 
 def _capped_max(v: bytes, length: int) -> bytes:
     cap = length + 4
-    bound = truncate_max(v[:cap], length, True, partial=len(v) >= cap)
+    bound = truncate_max(v[:cap], length, partial=len(v) >= cap)
     return v if len(v) >= cap and bound == v[:cap] else bound  # no shorter bound: the whole value
 
 

@@ -40,7 +40,7 @@ def test_page_groups_do_not_change_the_facts(tmp_path, monkeypatch, version, com
     results = {}
     for group in (1, 300, page_levels.LEVEL_GROUP):
         monkeypatch.setattr(page_levels, "LEVEL_GROUP", group)
-        results[group] = [(chunk, *nested_levels(chunk, pages, keep_values=True))
+        results[group] = [(chunk, *nested_levels(chunk, pages, with_values=True))
                           for chunk, pages in _nested_chunks(path)]
     checked = 0
     for (chunk, levels, sections), *others in zip(*results.values()):

@@ -106,18 +106,18 @@ NESTED = pa.table({
 def test_nested_columns_take_bounds_from_headers_and_rows_from_levels(tmp_path, monkeypatch, version):
     """Nested leaves (nulls, empty lists, structs) decode their levels for rows, null counts and
     level histograms, take bounds from the headers, and never decode a value."""
-    retrofit_mod = importlib.import_module("pageindex.retrofit")
+    compute_mod = importlib.import_module("pageindex.index.compute")
     path = _file(tmp_path, NESTED, data_page_version=version, compression="snappy")
     pageindex.retrofit(str(path), str(tmp_path / "exact.parquet"))
     decoded = []
-    real_scan = retrofit_mod.scan_chunks
+    real_scan = compute_mod.scan_chunks
 
     def scan_chunks(source, footer, requests):
         requests = list(requests)
         decoded.extend(chunk.leaf.dotted for chunk, _ in requests)
         return real_scan(source, footer, requests)
 
-    monkeypatch.setattr(retrofit_mod, "scan_chunks", scan_chunks)
+    monkeypatch.setattr(compute_mod, "scan_chunks", scan_chunks)
     fast = pageindex.retrofit(str(path), str(tmp_path / "fast.parquet"), trust_page_stats=True)
     assert decoded == [] and {c.source for c in fast.chunks} == {"page_stats"}
     assert len(fast.chunks) == 4 and all(c.pages > 3 for c in fast.chunks)

@@ -29,7 +29,7 @@ def _sections(path: Path):
                 if chunk.leaf.physical_type not in ARROW_TYPES:
                     continue
                 pages = walk_chunk(source, chunk, footer.footer_start)
-                _, sections = nested_levels(chunk, pages, keep_values=True)
+                _, sections = nested_levels(chunk, pages, with_values=True)
                 head = values.sections_head(chunk, pages, sections)
                 for section in sections:
                     if section.count:

@@ -18,59 +18,52 @@ def is_utf8(b: bytes) -> bool:
 
 # ------------------------------------------------------------------ fixed examples
 
-@pytest.mark.parametrize("aware", [True, False])
-def test_short_values_untouched(aware):
+def test_short_values_untouched():
     for v in (b"", b"a", b"abc", b"\xff" * 3, "é".encode()):
-        assert truncate_min(v, 3, aware) is v or truncate_min(v, 3, aware) == v
-        assert truncate_max(v, 3, aware) == v
+        assert truncate_min(v, 3) is v or truncate_min(v, 3) == v
+        assert truncate_max(v, 3) == v
     v = b"x" * 64
-    assert truncate_min(v, 64, aware) == v and truncate_max(v, 64, aware) == v
+    assert truncate_min(v, 64) == v and truncate_max(v, 64) == v
 
 
 def test_ascii():
-    assert truncate_min(b"abcdef", 3, True) == b"abc"
-    assert truncate_max(b"abcdef", 3, True) == b"abd"
-    assert truncate_min(b"abcdef", 3, False) == b"abc"
-    assert truncate_max(b"abcdef", 3, False) == b"abd"
+    assert truncate_min(b"abcdef", 3) == b"abc"
+    assert truncate_max(b"abcdef", 3) == b"abd"
 
 
 def test_byte_carry():
-    assert truncate_max(b"ab\xff\xffzz", 4, False) == b"ac\x00\x00"
-    assert truncate_max(b"\x00\xff\x01", 2, False) == b"\x01\x00"
+    assert truncate_max(b"ab\xff\xffzz", 4) == b"ac\x00\x00"
+    assert truncate_max(b"\x00\xff\x01", 2) == b"\x01\x00"
 
 
-@pytest.mark.parametrize("aware", [True, False])
-def test_all_ff_kept_whole(aware):
+def test_all_ff_kept_whole():
     v = b"\xff" * 100
-    assert truncate_max(v, 64, aware) == v
-    assert truncate_min(v, 64, aware) == b"\xff" * 64
+    assert truncate_max(v, 64) == v
+    assert truncate_min(v, 64) == b"\xff" * 64
 
 
 def test_multibyte_char_at_the_cut():
     v = ("a" + "é" * 40).encode()  # 'a' then 2-byte chars: byte 64 splits a char
-    mn, mx = truncate_min(v, 64, True), truncate_max(v, 64, True)
+    mn, mx = truncate_min(v, 64), truncate_max(v, 64)
     assert mn == ("a" + "é" * 31).encode() and len(mn) == 63
     assert mx == ("a" + "é" * 30 + "ê").encode()
-    # byte-wise (not aware): cut anywhere, then +1 on the last byte
-    assert truncate_min(v, 64, False) == v[:64]
-    assert truncate_max(v, 64, False) == v[:63] + bytes([v[63] + 1])
 
 
 def test_three_and_four_byte_chars():
     v = ("€" * 30).encode()  # 3 bytes each, 90 bytes
-    assert truncate_min(v, 64, True) == ("€" * 21).encode()
-    assert truncate_max(v, 64, True) == ("€" * 20 + "\u20ad").encode()
+    assert truncate_min(v, 64) == ("€" * 21).encode()
+    assert truncate_max(v, 64) == ("€" * 20 + "\u20ad").encode()
     v = ("😀" * 20).encode()  # 4 bytes each
-    assert truncate_min(v, 10, True) == ("😀" * 2).encode()
-    assert truncate_max(v, 10, True) == ("😀" + "😁").encode()
+    assert truncate_min(v, 10) == ("😀" * 2).encode()
+    assert truncate_max(v, 10) == ("😀" + "😁").encode()
 
 
 def test_max_code_point_cannot_be_incremented():
     v = ("\U0010FFFF" * 30).encode()
-    assert truncate_max(v, 64, True) == v  # no same-width successor anywhere: kept whole
-    assert truncate_min(v, 64, True) == ("\U0010FFFF" * 16).encode()
+    assert truncate_max(v, 64) == v  # no same-width successor anywhere: kept whole
+    assert truncate_min(v, 64) == ("\U0010FFFF" * 16).encode()
     v = ("a" + "\U0010FFFF" * 30).encode()
-    assert truncate_max(v, 64, True) == b"b"  # the last char that can grow is 'a'
+    assert truncate_max(v, 64) == b"b"  # the last char that can grow is 'a'
 
 
 @pytest.mark.parametrize("char,expected_prefix_bump", [
@@ -83,26 +76,26 @@ def test_increment_skips_surrogates_and_width_changes(char, expected_prefix_bump
     v = ("a" + char * 40).encode()
     width = len(char.encode())
     length = 1 + width * 10
-    mx = truncate_max(v, length, True)
+    mx = truncate_max(v, length)
     assert mx == expected_prefix_bump.encode()
     assert mx > v and is_utf8(mx)
 
 
 def test_char_before_surrogate_range_in_middle():
     v = ("x\ud7fe" + "z" * 100).encode()
-    mx = truncate_max(v, 4, True)  # prefix 'x' + U+D7FE (4 bytes); U+D7FF is fine
+    mx = truncate_max(v, 4)  # prefix 'x' + U+D7FE (4 bytes); U+D7FF is fine
     assert mx == "x\ud7ff".encode()
 
 
 def test_invalid_utf8_uses_bytes():
     v = b"\xc3(" + b"a" * 100  # invalid UTF-8
-    assert truncate_min(v, 10, True) == v[:10]
-    assert truncate_max(v, 10, True) == v[:9] + b"b"
+    assert truncate_min(v, 10) == v[:10]
+    assert truncate_max(v, 10) == v[:9] + b"b"
 
 
 def test_first_char_longer_than_length():
     v = ("😀" * 5).encode()
-    mn, mx = truncate_min(v, 2, True), truncate_max(v, 2, True)
+    mn, mx = truncate_min(v, 2), truncate_max(v, 2)
     # no UTF-8 prefix fits: byte-wise bounds are still valid bounds
     assert v.startswith(mn) and len(mn) <= 2
     assert mx >= v and len(mx) <= 2
@@ -126,14 +119,13 @@ def _random_value(rng: random.Random) -> tuple[bytes, bool]:
     return bytes(rng.randrange(256) for _ in range(n)), False
 
 
-@pytest.mark.parametrize("aware", [True, False])
-def test_property_bounds(aware):
-    rng = random.Random(4242 + aware)
+def test_property_bounds():
+    rng = random.Random(4243)
     kept_whole = 0
     for _ in range(20_000):
         v, _ = _random_value(rng)
         length = rng.randint(1, 24)
-        mn, mx = truncate_min(v, length, aware), truncate_max(v, length, aware)
+        mn, mx = truncate_min(v, length), truncate_max(v, length)
         assert mn <= v <= mx, (v, length)
         assert v.startswith(mn)
         assert len(mn) <= length or mn == v
@@ -142,7 +134,7 @@ def test_property_bounds(aware):
             kept_whole += 1
         if len(v) <= length:
             assert mn == v and mx == v
-        if aware and is_utf8(v) and length >= 4:
+        if is_utf8(v) and length >= 4:
             assert is_utf8(mn), (v, length)
             assert is_utf8(mx), (v, length)
             # a prefix that ends on a character boundary and keeps as many as fit
@@ -150,18 +142,17 @@ def test_property_bounds(aware):
     assert kept_whole > 0
 
 
-@pytest.mark.parametrize("aware", [True, False])
-def test_property_kept_whole_only_when_necessary(aware):
+def test_property_kept_whole_only_when_necessary():
     """When truncate_max keeps the value whole, no byte string of <= length bytes that is >= v
-    exists with the same prefix rule: every byte of the prefix is 0xFF (or, UTF-8 aware, every
+    exists with the same prefix rule: every byte of the prefix is 0xFF (or, for UTF-8, every
     character of the prefix is at the top of its width)."""
     rng = random.Random(99)
     for _ in range(5000):
         v, _ = _random_value(rng)
         length = rng.randint(1, 12)
-        mx = truncate_max(v, length, aware)
+        mx = truncate_max(v, length)
         if len(v) > length and mx == v:
-            if not (aware and is_utf8(v)):
+            if not is_utf8(v):
                 assert v[:length] == b"\xff" * length
             else:
                 prefix = v[:length]
@@ -182,5 +173,5 @@ def test_property_order_preserving():
         b, _ = _random_value(rng)
         a, b = min(a, b), max(a, b)
         length = rng.randint(1, 16)
-        assert truncate_min(a, length, True) <= b
-        assert a <= truncate_max(b, length, True)
+        assert truncate_min(a, length) <= b
+        assert a <= truncate_max(b, length)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterator, NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 from pageindex.errors import ThriftDecodeError, ThriftTruncatedError
 
@@ -415,17 +415,3 @@ def encode_struct(value: Struct) -> bytes:
     _struct_to(out, value)
     return bytes(out)
 
-
-def walk(value: Any) -> Iterator[Any]:
-    """Every value nested in `value`, depth first (for tests and diagnostics)."""
-    yield value
-    if isinstance(value, Struct):
-        for f in value.fields:
-            yield from walk(f.value)
-    elif isinstance(value, TList):
-        for item in value.items:
-            yield from walk(item)
-    elif isinstance(value, TMap):
-        for k, v in value.items:
-            yield from walk(k)
-            yield from walk(v)

@@ -18,14 +18,13 @@ from pageindex.scan.page_walk import ChunkPages
 
 
 def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | None) -> Struct:
-    first_rows = np.concatenate(([0], np.cumsum(levels.rows)[:-1])) if len(levels.rows) else []
     locations = tuple(
         Struct((
             PageLocation.field(PageLocation.OFFSET, p.offset),
             PageLocation.field(PageLocation.COMPRESSED_PAGE_SIZE, p.size),
             PageLocation.field(PageLocation.FIRST_ROW_INDEX, int(first)),
         ))
-        for p, first in zip(pages.pages, first_rows)
+        for p, first in zip(pages.pages, levels.first_rows)
     )
     fields = [OffsetIndex.field(OffsetIndex.PAGE_LOCATIONS, TList(T.STRUCT, locations))]
     if unencoded is not None:

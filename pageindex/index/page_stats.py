@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pageindex.errors import MalformedFileError
 from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import DataPageHeader, DataPageHeaderV2, PageHeader, PageType, Statistics, Type
@@ -20,13 +19,11 @@ from pageindex.index.kinds.base import Bounds
 from pageindex.index.truncation import truncate_max, truncate_min
 from pageindex.io.storage import Source
 from pageindex.scan.page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels, with_nulls
-from pageindex.scan.page_walk import ChunkPages, Page, decode_page_header, walk_chunk
-
-HEADER_WINDOW = 4 << 10
+from pageindex.scan.page_walk import ChunkPages, Page, walk_chunk, walk_headers
 
 
 @dataclass(frozen=True)
-class HeaderPlan:
+class HeaderFacts:
     """A chunk's pages with each data page's header statistics, and its per-page level facts."""
 
     pages: ChunkPages  # data is empty: bodies are not kept
@@ -51,38 +48,16 @@ def applicable(chunk: ChunkMeta, order: Order, created_by: str) -> str | None:
     return refusal if refusal is not None else untrusted_writer(created_by, chunk.leaf.physical_type)
 
 
-def plan_chunk(source: Source, chunk: ChunkMeta, limit: int) -> HeaderPlan:
+def read_headers(source: Source, chunk: ChunkMeta, limit: int) -> HeaderFacts:
     """A flat chunk's pages from their headers alone; a nested chunk's from reading it whole,
     as rows per page (and level histograms) are only known from its levels."""
     if not needs_level_decoding(chunk):
-        pages, stats = walk_headers(source, chunk, limit)
-        return HeaderPlan(pages, stats, _flat_levels(chunk.leaf.max_def, pages, stats))
+        pages = walk_headers(source, chunk, limit)
+        stats = tuple(_stats(page) for page in pages.pages)
+        return HeaderFacts(pages, stats, _flat_levels(chunk.leaf.max_def, pages, stats))
     pages = walk_chunk(source, chunk, limit)
     levels, _ = nested_levels(chunk, pages)
-    return HeaderPlan(pages.without_data(), tuple(_stats(page) for page in pages.pages), levels)
-
-
-def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> tuple[ChunkPages, tuple[Struct | None, ...]]:
-    """The chunk's pages from their headers, one small ranged read per header."""
-    pos, values = chunk.start, 0
-    dictionary, pages = None, []
-    window, window_start = b"", pos
-    declared_end = min(chunk.start + chunk.total_compressed_size, limit)
-    while values < chunk.num_values:
-        if pos < limit and not window_start <= pos < window_start + len(window):
-            # Windows stop at the chunk's declared end; a header cut off there is read on.
-            end = declared_end if pos + 16 <= declared_end else limit
-            window, window_start = source.read(pos, min(HEADER_WINDOW, end - pos), "header"), pos
-        page, header, window = decode_page_header(source, window, window_start, pos, limit, "header")
-        if page.kind == PageType.DICTIONARY_PAGE:
-            dictionary = page
-        elif page.kind in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2):
-            values += page.num_values
-            pages.append(page)
-        pos = page.offset + page.size
-    if values != chunk.num_values:
-        raise MalformedFileError(f"pages hold {values} values but the chunk metadata says {chunk.num_values}")
-    return ChunkPages(chunk.start, b"", dictionary, tuple(pages), False), tuple(_stats(p) for p in pages)
+    return HeaderFacts(pages.without_data(), tuple(_stats(page) for page in pages.pages), levels)
 
 
 def _stats(page: Page) -> Struct | None:
@@ -134,8 +109,8 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
         mins.append(lo)
         maxs.append(hi)
     if order.truncatable:
-        mins = [None if v is None else truncate_min(v, truncate_length, True) for v in mins]
-        maxs = [None if v is None else truncate_max(v, truncate_length, True) for v in maxs]
+        mins = [None if v is None else truncate_min(v, truncate_length) for v in mins]
+        maxs = [None if v is None else truncate_max(v, truncate_length) for v in maxs]
     keys_lo = [None if v is None else comparable(leaf, order, v) for v in mins]
     keys_hi = [None if v is None else comparable(leaf, order, v) for v in maxs]
     if any(v is None for v, m in zip(keys_lo + keys_hi, mins + maxs) if m is not None):

@@ -6,26 +6,22 @@ from __future__ import annotations
 import codecs
 
 
-def truncate_min(value: bytes, length: int, utf8_aware: bool, partial: bool = False) -> bytes:
+def truncate_min(value: bytes, length: int, partial: bool = False) -> bytes:
     """`partial`: `value` is only a prefix (longer than `length`) of the real value."""
     if len(value) <= length:
         return value
-    if utf8_aware:
-        text = _utf8_prefix(value, length, partial)
-        if text is not None:
-            return text
-    return value[:length]
+    text = _utf8_prefix(value, length, partial)
+    return text if text is not None else value[:length]
 
 
-def truncate_max(value: bytes, length: int, utf8_aware: bool, partial: bool = False) -> bytes:
+def truncate_max(value: bytes, length: int, partial: bool = False) -> bytes:
     """A value >= `value` of at most `length` bytes, or `value` itself when none exists."""
     if len(value) <= length:
         return value
-    if utf8_aware:
-        prefix = _utf8_prefix(value, length, partial)
-        if prefix is not None:
-            bumped = _increment_utf8(prefix.decode("utf-8"))
-            return bumped if bumped is not None else value
+    prefix = _utf8_prefix(value, length, partial)
+    if prefix is not None:
+        bumped = _increment_utf8(prefix.decode("utf-8"))
+        return bumped if bumped is not None else value
     bumped = _increment_bytes(value[:length])
     return bumped if bumped is not None else value
 

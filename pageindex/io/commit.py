@@ -101,7 +101,7 @@ def _copy_in_kernel(source: Source, fd: int, pos: int, length: int, stop: thread
 
 
 # ext2/3/4 (one magic number): no reflinks and no server-side copy, so copy_file_range copies into
-# fresh page-cache pages, which on the bench's VM cost 0.3-1.2 s of CPU per GB.
+# fresh page-cache pages, CPU that direct I/O does not spend (see bench/RESULTS.md).
 _EXT4_MAGIC = 0xEF53
 _FSTATFS: Any = getattr(_LIBC, "fstatfs", None)
 # struct statfs (120 bytes on 64-bit Linux) starts with f_type, a long; the rest is not read.
@@ -202,7 +202,8 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(code, os.strerror(code), b)
 
 
-def _check_unchanged(source: Source) -> None:
+def check_unchanged(source: Source) -> None:
+    """Refuse to go on when the file at the source's path is no longer the version it opened."""
     if current_version(source) != source.version:
         raise ConcurrentModificationError(
             "file changed while it was processed; not overwritten", path=source.path
@@ -281,7 +282,7 @@ class _LocalCommit(PendingCommit):
                 # The replacement keeps the original's permissions, not the umask's.
                 os.chmod(self.tmp, stat.S_IMODE(os.stat(self.source.path).st_mode))
             # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
-            _check_unchanged(self.source)
+            check_unchanged(self.source)
             _drop_stale_checksum(self.dst)
             if not (self.in_place and self._swap_in()):
                 os.replace(self.tmp, self.dst)
@@ -375,7 +376,7 @@ def _fsync_dir(path: str) -> None:
 
 def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any) -> None:
     # An object store makes the object visible only when the upload completes.
-    _check_unchanged(source)
+    check_unchanged(source)
     with storage_errors("upload", dst):
         with fs.open(dst, "wb") as out:
             _copy_prefix(source, out, prefix_length)
@@ -394,7 +395,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
     if prefix_length < S3_MIN_PART or etag is None:
         # Too small for a copied part: one PUT of the (small) object.
         body = source.read(0, prefix_length, "copy") + tail
-        _check_unchanged(source)
+        check_unchanged(source)
         _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
         return
     src_bucket, src_key = fs.split_path(source.path)[:2]
@@ -414,7 +415,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
         sent = _s3_call(fs, dst, "upload_part", Bucket=bucket, Key=key, UploadId=upload,
                         PartNumber=len(parts) + 1, Body=tail)
         parts.append({"PartNumber": len(parts) + 1, "ETag": sent["ETag"]})
-        _check_unchanged(source)
+        check_unchanged(source)
         _s3_call(fs, dst, "complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
                  MultipartUpload={"Parts": parts})
     except BaseException:

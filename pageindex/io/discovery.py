@@ -27,10 +27,6 @@ class Discovery:
     table_formats: tuple[tuple[str, str], ...]  # (input, "delta" | "iceberg" | "hudi")
 
 
-def filesystem_for(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
-    return resolve(url, None, storage_options)
-
-
 def _with_protocol(fs: Any, path: str, like: str) -> str:
     if "://" in normalize_url(like):
         return normalize_url(like).split("://", 1)[0] + "://" + path
@@ -117,7 +113,7 @@ def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -
 
 def _discover_one(raw: str, storage_options: dict[str, Any], files: dict[str, InputFile],
                   formats: list[tuple[str, str]]) -> None:
-    fs, path = filesystem_for(raw, storage_options)
+    fs, path = resolve(raw, storage_options=storage_options)
     # A long-lived driver must see the store as it is now, not as an earlier run listed it.
     fs.invalidate_cache()
     is_glob = any(c in path for c in "*?[")

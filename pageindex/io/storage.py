@@ -111,8 +111,8 @@ class Source:
     def read_view(self, offset: int, length: int, purpose: str = "data") -> bytes | memoryview:
         """`read`, but a big local read lands in a buffer this Source keeps, returned as a
         read-only view. Fresh memory is faulted in page by page on every read: reading each chunk
-        into the same warm pages cut the bench's numeric dry run by about 10% of its CPU, for at
-        most REUSE_MAX_BYTES held between reads."""
+        into the same warm pages saves those faults (see bench/RESULTS.md), for at most
+        REUSE_MAX_BYTES held between reads."""
         end = min(offset + length, self.size)
         planned = self._planned(offset, end) if end > offset >= 0 else None
         if planned is not None:

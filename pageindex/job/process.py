@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
-from pageindex.io.discovery import InputFile, filesystem_for
-from pageindex.retrofit import retrofit
+from pageindex.index.compute import PAGE_STATS
+from pageindex.io.discovery import InputFile
+from pageindex.io.storage import resolve
+from pageindex.retrofit import Status, retrofit
 
 log = logging.getLogger("pageindex.job.spark")
-
-INDEXED, ALREADY, SKIPPED, CHANGED, FAILED, DRY_RUN = (
-    "indexed", "already_indexed", "skipped", "changed", "failed", "dry_run")
 
 
 @dataclass(frozen=True)
@@ -51,10 +50,10 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
     started = time.monotonic()
     record = failed_record(file, output, "")
     try:
-        fs, path = filesystem_for(file.url, options.storage_options)
+        fs, path = resolve(file.url, storage_options=options.storage_options)
         dst_fs, dst = None, None
         if output is not None:
-            dst_fs, dst = filesystem_for(output, options.storage_options)
+            dst_fs, dst = resolve(output, storage_options=options.storage_options)
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
@@ -64,24 +63,27 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
             chunks_with_column_index=sum(c.column_index for c in result.chunks),
             chunks_without_column_index=sum(not c.column_index for c in result.chunks),
-            chunks_from_page_stats=sum(c.source == "page_stats" for c in result.chunks),
+            chunks_from_page_stats=sum(c.source == PAGE_STATS for c in result.chunks),
         )
         reasons: dict[str, int] = {}
         for c in result.chunks:
             if c.reason:
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
-        if result.status == ALREADY and options.copy_unchanged and dst is not None and not options.dry_run:
+        if result.status == Status.ALREADY_INDEXED and options.copy_unchanged and dst is not None \
+                and not options.dry_run:
             copy_file(file.url, output, options.storage_options)
     except NotParquetError as err:
-        record.update(status=SKIPPED, reason=err.reason)
+        record.update(status=Status.SKIPPED, reason=err.reason)
     except PageIndexError as err:
-        record.update(status=CHANGED if isinstance(err, ConcurrentModificationError) else FAILED,
+        changed = isinstance(err, ConcurrentModificationError)
+        record.update(status=Status.CHANGED if changed else Status.FAILED,
                       reason=f"{type(err).__name__}: {err.message(with_path=False)}")
     except Exception as err:  # noqa: BLE001 - one bad file must not end the job
         log.exception("internal error on %s", file.url)
-        record.update(status=FAILED, reason=f"internal error: {type(err).__name__}: {err}")
-    if record["status"] == SKIPPED and options.copy_unchanged and output is not None and not options.dry_run:
+        record.update(status=Status.FAILED, reason=f"internal error: {type(err).__name__}: {err}")
+    if record["status"] == Status.SKIPPED and options.copy_unchanged and output is not None \
+            and not options.dry_run:
         _copy_quietly(file, record, options)
     record["seconds"] = round(time.monotonic() - started, 6)
     return record
@@ -90,7 +92,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
 def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str, Any]:
     """The record of a file that was not processed: also what process_to starts from."""
     return {
-        "path": file.url, "output": output, "status": FAILED, "reason": reason,
+        "path": file.url, "output": output, "status": Status.FAILED, "reason": reason,
         "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
         "chunks_with_column_index": 0, "chunks_without_column_index": 0, "chunks_from_page_stats": 0,
         "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
@@ -106,8 +108,8 @@ def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) 
 
 def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> None:
     """Copy a file unchanged, server-side within one filesystem, streamed across two."""
-    src_fs, src = filesystem_for(src_url, storage_options)
-    dst_fs, dst = filesystem_for(dst_url, storage_options)
+    src_fs, src = resolve(src_url, storage_options=storage_options)
+    dst_fs, dst = resolve(dst_url, storage_options=storage_options)
     parent = posixpath.dirname(dst)
     if parent:
         dst_fs.makedirs(parent, exist_ok=True)

@@ -11,14 +11,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex.io.discovery import filesystem_for
+from pageindex.io.storage import resolve
+from pageindex.retrofit import Status
 
-STATUSES = ("indexed", "already_indexed", "dry_run", "skipped", "changed", "failed")
+# Files that reached the index stage (a dry run computes the indexes it does not write).
+WRITTEN = (Status.INDEXED, Status.DRY_RUN)
+FAILURES = (Status.FAILED, Status.CHANGED)
 
 
 def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
     """Parquet when the path ends in .parquet, JSON lines otherwise."""
-    fs, path = filesystem_for(url, storage_options)
+    fs, path = resolve(url, storage_options=storage_options)
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
     if parent and not fs.exists(parent):
         fs.makedirs(parent, exist_ok=True)
@@ -48,10 +51,10 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
     for r in records:
         sizes[r["status"]] += r["bytes_in"]
     lines = [f"{title}: {len(records)} files in {seconds:.1f}s"]
-    for status in STATUSES:
+    for status in Status:
         if counts[status]:
             lines.append(f"  {status:<16} {counts[status]:>8} files {format_size(sizes[status]):>12}")
-    written = [r for r in records if r["status"] in ("indexed", "dry_run")]
+    written = [r for r in records if r["status"] in WRITTEN]
     pages = sum(r["pages"] for r in written)
     read = sum(r["bytes_read"] for r in records)
     lines.append(f"  pages indexed    {pages:>8}")
@@ -66,7 +69,7 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
             lines.append(f"    {n:>6}  {reason}")
     failures: dict[str, list[str]] = defaultdict(list)
     for r in records:
-        if r["status"] in ("failed", "changed"):
+        if r["status"] in FAILURES:
             failures[f"{r['status']}: {r['reason']}"].append(r["path"])
     if failures:
         lines.append("  failures by reason:")

@@ -13,11 +13,12 @@ import time
 from typing import Any, Sequence
 
 from pageindex.errors import PageIndexError
-from pageindex.io.discovery import Discovery, discover, filesystem_for
-from pageindex.io.storage import storage_options_from
-from pageindex.job.process import FAILED, JobOptions, process_file
+from pageindex.io.discovery import Discovery, discover
+from pageindex.io.storage import resolve, storage_options_from
+from pageindex.job.process import JobOptions, process_file
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
+from pageindex.retrofit import Status
 
 log = logging.getLogger("pageindex.job.spark")
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace, spark: Any) -> int:
     if args.report:
         write_report(records, args.report, options)
     print(summary(records, seconds), flush=True)
-    failed = sum(r["status"] == FAILED for r in records)
+    failed = sum(r["status"] == Status.FAILED for r in records)
     return EXIT_FAILURES if failed > args.max_failures else EXIT_OK
 
 
@@ -169,7 +170,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
     try:
         parse_size(args.target_task_bytes)
         if args.output:
-            filesystem_for(args.output, storage_options(args))
+            resolve(args.output, storage_options=storage_options(args))
     except (ValueError, OverflowError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

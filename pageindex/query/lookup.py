@@ -36,8 +36,8 @@ from pageindex.index.reader import (
     read_column_index,
     read_offset_index,
 )
-from pageindex.io.discovery import filesystem_for, list_files
-from pageindex.io.storage import Source, normalize_url, open_source
+from pageindex.io.discovery import list_files
+from pageindex.io.storage import Source, normalize_url, open_source, resolve
 from pageindex.query.predicate import Condition, PredicateError, parse
 from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
 from pageindex.scan.values import decode, synthesize
@@ -81,7 +81,7 @@ def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[st
     conditions = parse(where)
     stats = LookupStats()
     if filesystem is None:
-        filesystem, inner = filesystem_for(path, {})
+        filesystem, inner = resolve(path)
     else:
         inner = normalize_url(path).split("://", 1)[-1]
     targets = list_files(filesystem, inner) if filesystem.isdir(inner) else [inner]

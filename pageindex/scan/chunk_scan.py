@@ -36,7 +36,7 @@ from pageindex.scan.values import (
     synthesize_chunks,
 )
 
-T = TypeVar("T")
+Result = TypeVar("Result")
 # PLAIN_DICTIONARY is v1's name for the same dictionary-index encoding.
 _DICTIONARY_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
 
@@ -47,10 +47,6 @@ class ChunkScan:
     levels: PageLevels
     values: pa.ChunkedArray | None  # defined leaf values (maybe dictionary-typed), when decoded
 
-    @property
-    def rows(self) -> int:
-        return int(self.levels.rows.sum())
-
 
 def needs_values(chunk: ChunkMeta, order: Order) -> bool:
     """Values are decoded for a ColumnIndex, and for BYTE_ARRAY's unencoded sizes in the
@@ -58,45 +54,41 @@ def needs_values(chunk: ChunkMeta, order: Order) -> bool:
     return order.indexable or chunk.leaf.physical_type == Type.BYTE_ARRAY
 
 
-def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> ChunkScan:
-    """Walk and count; decode values too when `decode` (and the chunk allows an index)."""
-    return next(scan_chunks(source, footer, [(chunk, decode)]))
+def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool) -> ChunkScan:
+    """Walk and count; decode values too when `with_values` (and the chunk allows an index)."""
+    return next(scan_chunks(source, footer, [(chunk, with_values)]))
 
 
 def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMeta, bool]]
                 ) -> Iterator[ChunkScan]:
-    """scan_chunk over chunks of one row group, in order. Small chunks are decoded together,
-    up to BATCH_BYTES of decoded pages and BATCH_CHUNKS chunks per Arrow read: a wide table pays
-    the per-read cost once per batch, not once per column."""
-    batch: list[_Walked] = []
-    batch_bytes = 0
-    for chunk, wanted in requests:
-        if batch and (not wanted or chunk.total_compressed_size > BATCH_BYTES // 4):
-            # Finish the batch before a big chunk is read, so the two are never held together.
-            yield from _finish_batch(source, footer, batch)
-            batch_bytes = 0
-        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, wanted))
-        if batch and (not walked.decode or walked.sections is not None
-                      or batch_bytes + walked.decoded_bytes > BATCH_BYTES or len(batch) == BATCH_CHUNKS):
-            yield from _finish_batch(source, footer, batch)
-            batch_bytes = 0
-        if walked.decode:
-            batch.append(walked)
-            batch_bytes += walked.decoded_bytes
+    """scan_chunk over chunks of one row group, in order. Small chunks are decoded in groups of
+    up to GROUP_BYTES of decoded pages and GROUP_CHUNKS chunks per Arrow read: a wide table pays
+    the per-read cost once per group, not once per column."""
+    group = _Group()
+    for chunk, with_values in requests:
+        if group.walked and (not with_values or chunk.total_compressed_size > GROUP_BYTES // 4):
+            # Finish the group before a big chunk is read, so the two are never held together.
+            yield from _decode_group(source, footer, group.take())
+        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, with_values))
+        if group.walked and not group.admits(walked):
+            yield from _decode_group(source, footer, group.take())
+        if walked.with_values:
+            group.add(walked)
         else:
             yield ChunkScan(walked.pages.without_data(), walked.levels, None)
-        del walked  # the batch owns the page bytes now; its synthesized file hands them to Arrow
-        if batch and batch[-1].sections is not None:
+        del walked  # the group owns the page bytes now; its synthesized file hands them to Arrow
+        if group.walked and group.walked[-1].sections is not None:
             # Values sections make a file of their own: it has a row per defined value.
-            yield from _finish_batch(source, footer, batch)
-            batch_bytes = 0
-    yield from _finish_batch(source, footer, batch)
+            yield from _decode_group(source, footer, group.take())
+    yield from _decode_group(source, footer, group.take())
 
 
-# Arrow holds a page buffer per column while it reads, so a batch is capped in columns too.
-BATCH_BYTES = 8 << 20
-BATCH_CHUNKS = 16
-STRING_BATCH_BYTES = 16 << 20
+# Arrow holds a page buffer per column while it reads, so a group is capped in columns too.
+GROUP_BYTES = 8 << 20
+GROUP_CHUNKS = 16
+# Plain strings are decoded in row batches of this many decoded bytes: Arrow grows their buffer
+# by doubling.
+STRING_ROW_BATCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -104,7 +96,7 @@ class _Walked:
     chunk: ChunkMeta
     pages: ChunkPages
     levels: PageLevels
-    decode: bool  # values are wanted and can be had (no record split across pages)
+    with_values: bool  # values are wanted and can be had (no record split across pages)
     sections: tuple[ValueSection, ...] | None  # a nested leaf's values, decoded without levels
 
     @property
@@ -120,92 +112,124 @@ class _Walked:
                 and all(p.value_encoding in _DICTIONARY_ENCODINGS for p in self.pages.pages))
 
     @property
-    def batch_bytes(self) -> int:
+    def row_batch_bytes(self) -> int:
         """Plain strings are decoded in row batches of this size (values of other types are
         reduced over one contiguous array)."""
         plain_strings = self.chunk.leaf.physical_type == Type.BYTE_ARRAY and not self.as_dictionary
-        return STRING_BATCH_BYTES if plain_strings else BIG_CHUNK
+        return STRING_ROW_BATCH_BYTES if plain_strings else BIG_CHUNK
 
     def without_data(self) -> "_Walked":
         return replace(self, pages=self.pages.without_data(), sections=None)
 
 
-def _located(source: Source, chunk: ChunkMeta, step: Callable[[], T]) -> T:
+class _Group:
+    """Walked chunks of one row group that wait to be decoded together, in one Arrow read."""
+
+    __slots__ = ("walked", "decoded_bytes")
+
+    def __init__(self) -> None:
+        self.walked: list[_Walked] = []
+        self.decoded_bytes = 0
+
+    def admits(self, walked: _Walked) -> bool:
+        return (walked.with_values and walked.sections is None and len(self.walked) < GROUP_CHUNKS
+                and self.decoded_bytes + walked.decoded_bytes <= GROUP_BYTES)
+
+    def add(self, walked: _Walked) -> None:
+        self.walked.append(walked)
+        self.decoded_bytes += walked.decoded_bytes
+
+    def take(self) -> list[_Walked]:
+        """The chunks, leaving the group empty: the list returned is their only holder."""
+        walked, self.walked, self.decoded_bytes = self.walked, [], 0
+        return walked
+
+
+def _located(source: Source, chunk: ChunkMeta, step: Callable[[], Result]) -> Result:
     try:
         return step()
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
-def _walk(source: Source, footer: Footer, chunk: ChunkMeta, decode: bool) -> _Walked:
+def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool) -> _Walked:
     nested = needs_level_decoding(chunk)
     # A big flat chunk is walked through a window: its levels need no page bytes, and its
     # values are most likely streamed, so reading it whole would fault in fresh memory for nothing.
     windowed = source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES and not nested
     pages = walk_chunk(source, chunk, footer.footer_start, window=WALK_WINDOW if windowed else None)
     if nested:
-        levels, sections = nested_levels(chunk, pages, keep_values=decode)
+        levels, sections = nested_levels(chunk, pages, with_values=with_values)
     else:
         levels, sections = flat_levels(pages), None
     rows = int(levels.rows.sum())
     expected = footer.row_group_rows[chunk.row_group]
     if rows != expected:
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
-    decode = decode and levels.split_record_page is None
-    if decode and sections is None:
+    with_values = with_values and levels.split_record_page is None
+    if with_values and sections is None:
         if _stream(source, pages):
             pages = pages.stored(source)
             source.drop_spare()  # Arrow reads the pages again while it decodes: nothing else is held
         else:
             pages = pages.loaded()
-    return _Walked(chunk, pages, levels, decode, sections if decode else None)
+    return _Walked(chunk, pages, levels, with_values, sections if with_values else None)
 
 
-def _finish_batch(source: Source, footer: Footer, batch: list[_Walked]) -> Iterator[ChunkScan]:
-    """Decode a batch (emptied here: the synthesized file is then the only holder of the page
+def _decode_group(source: Source, footer: Footer, group: list[_Walked]) -> Iterator[ChunkScan]:
+    """Decode a group (emptied here: the synthesized file is then the only holder of the page
     bytes, which go once Arrow has decoded them) and yield its scans."""
-    if not batch:
-        return
-    walked = [w.without_data() for w in batch]
-    rows = footer.row_group_rows[walked[0].chunk.row_group]
+    if len(group) == 1:
+        yield _decode_one(source, footer, group)
+    elif group:
+        yield from _decode_together(source, footer, group)
+
+
+def _decode_one(source: Source, footer: Footer, group: list[_Walked]) -> ChunkScan:
+    """The scan of a group's single chunk, decoded by itself."""
+    first = group[0].without_data()
+    step = _decoder(source, footer, group.pop())
+    array = _located(source, first.chunk, step)
+    del step
+    return _located(source, first.chunk, lambda: _finish(first, array))
+
+
+def _decoder(source: Source, footer: Footer, walked: _Walked) -> Callable[[], pa.ChunkedArray]:
+    """What decodes one chunk's values; it holds the page bytes, this function's caller does not."""
+    rows = footer.row_group_rows[walked.chunk.row_group]
     created_by = footer.created_by_raw
-    if len(batch) == 1:
-        w, first = batch.pop(), walked[0]
-        if w.sections is None:
-            file = synthesize([bare_path(w.chunk)], [(w.chunk, w.pages)], rows, created_by)
-            del w
-            step = partial(decode, file, rows, first.decoded_bytes, first.as_dictionary, first.batch_bytes)
-            del file
-        else:
-            head = _located(source, first.chunk, partial(sections_head, w.chunk, w.pages, w.sections))
-            sections = list(w.sections)
-            del w
-            step = partial(decode_sections, first.chunk, head, sections, created_by, first.as_dictionary,
-                           first.batch_bytes)
-            del sections  # decode_sections empties the list, freeing each run of sections once decoded
-        array = _located(source, first.chunk, step)
-        del step
-        scan = _located(source, first.chunk, lambda: _finish(first, array))
-        del array  # the caller frees the chunk's memory while this generator waits here
-        yield scan
-        return
-    file = synthesize_chunks([(w.chunk, w.pages) for w in batch], rows, created_by)
-    batch.clear()
+    if walked.sections is None:
+        file = synthesize([bare_path(walked.chunk)], [(walked.chunk, walked.pages)], rows, created_by)
+        return partial(decode, file, rows, walked.decoded_bytes, walked.as_dictionary, walked.row_batch_bytes)
+    head = _located(source, walked.chunk, partial(sections_head, walked.chunk, walked.pages, walked.sections))
+    # decode_sections empties the list, freeing each run of sections once decoded.
+    return partial(decode_sections, walked.chunk, head, list(walked.sections), created_by,
+                   walked.as_dictionary, walked.row_batch_bytes)
+
+
+def _decode_together(source: Source, footer: Footer, group: list[_Walked]) -> Iterator[ChunkScan]:
+    """The scans of a group's chunks, decoded in one Arrow read; if that read fails, each chunk is
+    walked and decoded again by itself, so that the error names the chunk at fault."""
+    walked = [w.without_data() for w in group]
+    rows = footer.row_group_rows[walked[0].chunk.row_group]
+    file = synthesize_chunks([(w.chunk, w.pages) for w in group], rows, footer.created_by_raw)
+    group.clear()
     try:
         arrays: list[pa.ChunkedArray | None] = decode_columns(
             file, len(walked), rows, [i for i, w in enumerate(walked) if w.as_dictionary])
     except MalformedFileError:
-        arrays = [None] * len(walked)  # read again one by one below, to name the chunk at fault
+        arrays = [None] * len(walked)
     del file
     for i, w in enumerate(walked):
         array, arrays[i] = arrays[i], None  # the caller frees each chunk once done with it
         if array is None:
-            yield from _finish_batch(source, footer, [_located(source, w.chunk, lambda: _walk(
-                source, footer, w.chunk, True))])
+            # The list is the walk's only holder, so _decode_one can hand its bytes on.
+            scan = _decode_one(source, footer, [
+                _located(source, w.chunk, partial(_walk, source, footer, w.chunk, True))])
         else:
-            scan = _located(source, w.chunk, lambda: _finish(w, array))
-            del array
-            yield scan
+            scan = _located(source, w.chunk, partial(_finish, w, array))
+        del array
+        yield scan
 
 
 # Local chunks this big are read again from the page cache while Arrow decodes them rather than
@@ -214,7 +238,7 @@ STREAM_CHUNK_BYTES = 32 << 20
 # Bytes read at a time by a windowed walk (into memory the source reuses, see read_view).
 WALK_WINDOW = 8 << 20
 # Arrow reads a streamed chunk page by page, a Python call each: a chunk of small pages is held
-# instead (the bench's scale case of 40,000 pages of 900 bytes peaked at 372 MiB streamed, 250 held).
+# instead, as streaming it would cost more memory than holding it (see bench/RESULTS.md, scale).
 STREAM_PAGE_BYTES = 64 << 10
 
 

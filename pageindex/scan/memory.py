@@ -20,9 +20,9 @@ try:
 except (OSError, AttributeError, TypeError):
     _MALLOC_TRIM = None
 # Memory is handed back after chunks of this size and up. Smaller ones keep it for the next ones:
-# handing it back after each of a wide table's thousands of chunks made every chunk fault its
-# memory in afresh (the bench's wide-200MB: 67,000 faults, a tenth of its CPU) for no lower
-# peak, as a batch of small chunks (chunk_scan.BATCH_BYTES) needs no more than a big chunk.
+# handing it back after each of a wide table's thousands of chunks would make every chunk fault
+# its memory in afresh (see bench/RESULTS.md, wide-200MB) for no lower peak, as a group of small
+# chunks (chunk_scan.GROUP_BYTES) needs no more than a big chunk.
 RELEASE_AFTER_BYTES = 1 << 20
 
 
@@ -50,8 +50,8 @@ _was_enabled = False
 def collector_paused() -> Iterator[None]:
     """Python's cycle collector off while the block runs. A decoded footer is hundreds of
     thousands of small objects alive for the whole run, and every full collection walks them
-    again (the bench's wide tables: a tenth of a dry run); pageindex makes no cyclic garbage for
-    it to find. Pauses may nest and overlap across threads: the collector is restored, to what
+    again, a cost that grows with the footer (see bench/RESULTS.md, wide tables); pageindex makes
+    no cyclic garbage for it to find. Pauses may nest and overlap across threads: the collector is restored, to what
     it was before the first, when the last one ends."""
     global _pauses, _was_enabled
     with _pause_lock:

@@ -29,6 +29,13 @@ class PageLevels:
     rep_histograms: np.ndarray | None  # pages x (max_rep + 1)
     split_record_page: int | None  # first page not starting at a row boundary
 
+    @property
+    def first_rows(self) -> np.ndarray:
+        """The chunk's row at which each page starts."""
+        starts = np.zeros(len(self.rows), dtype=np.int64)
+        np.cumsum(self.rows[:-1], out=starts[1:])
+        return starts
+
 
 @dataclass(frozen=True)
 class ValueSection:
@@ -65,8 +72,7 @@ def flat_counts(levels: PageLevels, array: pa.ChunkedArray, max_def: int) -> Pag
     """Fill in nulls, defined counts and the def histogram of a flat leaf from its values."""
     if array.null_count:
         # Per-page slices count their nulls from the validity bitmap: no per-value array.
-        starts = np.concatenate(([0], np.cumsum(levels.rows)[:-1]))
-        nulls = np.array([array.slice(int(s), int(n)).null_count for s, n in zip(starts, levels.rows)],
+        nulls = np.array([array.slice(int(s), int(n)).null_count for s, n in zip(levels.first_rows, levels.rows)],
                          dtype=np.int64)
     else:
         nulls = np.zeros(len(levels.rows), dtype=np.int64)
@@ -83,10 +89,10 @@ def with_nulls(levels: PageLevels, nulls: np.ndarray, max_def: int) -> PageLevel
 LEVEL_GROUP = 1 << 18
 
 
-def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
+def nested_levels(chunk: ChunkMeta, pages: ChunkPages, with_values: bool = False
                   ) -> tuple[PageLevels, tuple[ValueSection, ...] | None]:
     """Decode each page's levels to count rows, nulls and defined values exactly; with
-    `keep_values`, also hand back each page's values section (v1 pages are decompressed once
+    `with_values`, also hand back each page's values section (v1 pages are decompressed once
     here, so the values need not be decompressed again). Pages are decoded in runs of about
     LEVEL_GROUP levels: one Arrow call per run, and a run's levels are dropped once counted."""
     leaf = chunk.leaf
@@ -115,7 +121,7 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
             rows.append(starts)
             def_h.append(def_hist)
             rep_h.append(rep_hist)
-            if keep_values:
+            if with_values:
                 sections.append(replace(lay.section, count=int(def_hist[leaf.max_def])))
     n = len(pages.pages)
     def_hists = np.array(def_h, dtype=np.int64).reshape(n, leaf.max_def + 1)
@@ -128,7 +134,7 @@ def nested_levels(chunk: ChunkMeta, pages: ChunkPages, keep_values: bool = False
         np.array(rep_h, dtype=np.int64).reshape(n, leaf.max_rep + 1) if leaf.max_rep else None,
         split,
     )
-    return levels, tuple(sections) if keep_values else None
+    return levels, tuple(sections) if with_values else None
 
 
 def _page_groups(pages: Sequence[Page]) -> Iterator[Sequence[Page]]:
@@ -218,8 +224,8 @@ def _first_bad_page(max_level: int, levels: Sequence[Levels], group: Sequence[Pa
 
 
 def _histogram(levels: np.ndarray | None, max_level: int, count: int) -> np.ndarray:
-    """How many of `count` levels have each value 0..max_level (np.bincount would widen them to int64 first,
-    several times slower)."""
+    """How many of `count` levels have each value 0..max_level (np.bincount would first copy them
+    widened to int64)."""
     hist = np.empty(max_level + 1, dtype=np.int64)
     for level in range(1, max_level + 1):
         hist[level] = np.count_nonzero(levels == level) if max_level > 1 else np.count_nonzero(levels)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, replace
+from typing import Callable, Protocol
 
 from pageindex.errors import MalformedFileError, PageIndexError, ThriftTruncatedError
 from pageindex.format.footer import ChunkMeta
@@ -24,6 +25,8 @@ MAX_PAGE_BYTES = 1 << 31
 # A windowed walk moves its window on when fewer bytes than this are left for the next page
 # header (headers carry statistics, so they are not all small, but are rarely bigger).
 HEADER_ROOM = 64 << 10
+# Bytes read at a time by a walk of the headers alone (most headers are far smaller).
+HEADER_WINDOW = 4 << 10
 
 
 
@@ -108,41 +111,44 @@ def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = 
     With a `window`, the chunk is read that many bytes at a time (more for a bigger page), into
     memory the source reuses (read_view), and its bytes are left on storage (ChunkPages.stored):
     for a chunk too big to hold."""
+    return _located(source, chunk, limit, lambda: _ChunkReader(source, chunk, limit, verify_crc, window))
+
+
+def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> ChunkPages:
+    """The chunk's pages from their headers alone, read a small window at a time (no page body is
+    read, no CRC checked): the pages come without data."""
+    return _located(source, chunk, limit, lambda: _HeaderReader(source, chunk, limit))
+
+
+class _PageReader(Protocol):
+    def page_at(self, pos: int) -> Page:
+        """The page whose header starts at file offset `pos`, read and checked."""
+
+    def data_until(self, end: int) -> bytes | memoryview | StoredRange:
+        """The chunk's bytes from its start to `end`, as ChunkPages holds them."""
+
+
+def _located(source: Source, chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> ChunkPages:
     try:
-        return _walk(source, chunk, limit, verify_crc, window)
+        return _walk(chunk, limit, reader)
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
-def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool, window: int | None
-          ) -> ChunkPages:
+def _walk(chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> ChunkPages:
+    """The chunk's pages, from its start until they hold its values; a dictionary page may only
+    come first. `reader` is called once the chunk is known to have pages."""
     start = chunk.start
     if chunk.num_values == 0:
         return ChunkPages(start, b"", None, (), False)
     if not 4 <= start < limit:
         raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
-    declared_end = min(start + chunk.total_compressed_size, limit)
-    # Kept as read (no copy); extended only for the rare undersized-chunk quirk.
-    data = source.read_view(start, min(declared_end - start, window or declared_end - start))
-    base = pos = start  # file offsets of data[0] and of the next page
-    values = 0
+    pages_of = reader()
+    pos, values = start, 0
     dictionary: Page | None = None
     pages: list[Page] = []
     while values < chunk.num_values:
-        if window is not None and base < pos and base + len(data) < min(pos + HEADER_ROOM, declared_end):
-            # A new window before a header is cut off: growing a window would copy it.
-            del data  # the source reuses its buffer only once no view of it is left
-            base, data = pos, source.read_view(pos, min(window, declared_end - pos))
-        page, _, data = decode_page_header(source, data, base, pos, limit)
-        end = pos + page.size
-        if end > base + len(data):
-            if window is None:
-                data = bytes(data) + source.read(base + len(data), end - base - len(data))
-            else:
-                del data
-                base, data = pos, source.read_view(pos, max(page.size, min(window, declared_end - pos)))
-        if verify_crc:
-            _check_crc(page, memoryview(data)[end - base - page.compressed_size : end - base])
+        page = pages_of.page_at(pos)
         if page.kind == PageType.DICTIONARY_PAGE:
             if pages or dictionary is not None:
                 raise MalformedFileError("dictionary page after the first page", offset=page.offset)
@@ -150,16 +156,80 @@ def _walk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool, window
         elif page.is_data:
             values += page.num_values
             pages.append(page)
-        pos = end
+        pos = page.offset + page.size
     if values != chunk.num_values:
         raise MalformedFileError(
             f"pages hold {values} values but the chunk metadata says {chunk.num_values}"
         )
     too_small = pos - start > chunk.total_compressed_size
-    if window is not None:
-        return ChunkPages(start, source.stored(start, pos - start), dictionary, tuple(pages), too_small)
-    return ChunkPages(start, data if pos - start == len(data) else data[:pos - start], dictionary,
-                      tuple(pages), too_small)
+    return ChunkPages(start, pages_of.data_until(pos), dictionary, tuple(pages), too_small)
+
+
+class _ChunkReader:
+    """Pages read with their bodies: the whole chunk in one read, or through a window."""
+
+    __slots__ = ("source", "start", "limit", "verify_crc", "window", "declared_end", "base", "data")
+
+    def __init__(self, source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool, window: int | None
+                 ) -> None:
+        self.source, self.start, self.limit = source, chunk.start, limit
+        self.verify_crc, self.window = verify_crc, window
+        self.declared_end = min(chunk.start + chunk.total_compressed_size, limit)
+        size = self.declared_end - self.start
+        # Kept as read (no copy); extended only for the rare undersized-chunk quirk.
+        self.base = self.start  # file offset of data[0]
+        self.data = source.read_view(self.start, min(size, window or size))
+
+    def page_at(self, pos: int) -> Page:
+        if self.window is not None and self.base < pos \
+                and self.base + len(self.data) < min(pos + HEADER_ROOM, self.declared_end):
+            # A new window before a header is cut off: growing a window would copy it.
+            self._move_window(pos, min(self.window, self.declared_end - pos))
+        page, _, self.data = decode_page_header(self.source, self.data, self.base, pos, self.limit)
+        end = pos + page.size
+        if end > self.base + len(self.data):
+            if self.window is None:
+                self.data = bytes(self.data) + self.source.read(self.base + len(self.data),
+                                                                end - self.base - len(self.data))
+            else:
+                self._move_window(pos, max(page.size, min(self.window, self.declared_end - pos)))
+        if self.verify_crc:
+            _check_crc(page, memoryview(self.data)[end - self.base - page.compressed_size : end - self.base])
+        return page
+
+    def _move_window(self, pos: int, size: int) -> None:
+        self.data = b""  # the source reuses its buffer only once no view of it is left
+        self.base, self.data = pos, self.source.read_view(pos, size)
+
+    def data_until(self, end: int) -> bytes | memoryview | StoredRange:
+        if self.window is not None:
+            return self.source.stored(self.start, end - self.start)
+        return self.data if end - self.start == len(self.data) else self.data[:end - self.start]
+
+
+class _HeaderReader:
+    """Pages read from their headers alone, HEADER_WINDOW bytes at a time."""
+
+    __slots__ = ("source", "limit", "declared_end", "window", "window_start")
+
+    def __init__(self, source: Source, chunk: ChunkMeta, limit: int) -> None:
+        self.source, self.limit = source, limit
+        self.declared_end = min(chunk.start + chunk.total_compressed_size, limit)
+        self.window: bytes | memoryview = b""
+        self.window_start = chunk.start
+
+    def page_at(self, pos: int) -> Page:
+        if pos < self.limit and not self.window_start <= pos < self.window_start + len(self.window):
+            # Windows stop at the chunk's declared end; a header cut off there is read on.
+            end = self.declared_end if pos + 16 <= self.declared_end else self.limit
+            self.window = self.source.read(pos, min(HEADER_WINDOW, end - pos), "header")
+            self.window_start = pos
+        page, _, self.window = decode_page_header(self.source, self.window, self.window_start, pos,
+                                                  self.limit, "header")
+        return page
+
+    def data_until(self, end: int) -> bytes:
+        return b""
 
 
 def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, offset: int, limit: int,

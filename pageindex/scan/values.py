@@ -124,44 +124,44 @@ def synthesize_values(chunk: ChunkMeta, head: SectionsHead, sections: Sequence[V
     return one_row_group_file(1, [leaf], [column], body, values, created_by)
 
 
-SECTION_GROUP_BYTES = 4 << 20
+SECTION_RUN_BYTES = 4 << 20
 
 
 def decode_sections(chunk: ChunkMeta, head: SectionsHead, sections: list[ValueSection],
-                    created_by: bytes | None, as_dictionary: bool, batch_bytes: int) -> pa.ChunkedArray:
+                    created_by: bytes | None, as_dictionary: bool, row_batch_bytes: int) -> pa.ChunkedArray:
     """The defined values of these sections, an Arrow chunk per run of whole sections of up to
-    SECTION_GROUP_BYTES, and per section of PLAIN numbers (read in place). `sections` is emptied
+    SECTION_RUN_BYTES, and per section of PLAIN numbers (read in place). `sections` is emptied
     as it goes, so each run's bytes go once decoded: the sections and the values they decode to
     are never all alive together."""
-    runs = sum(s.uncompressed_size for s in sections) > SECTION_GROUP_BYTES
+    several_runs = sum(s.uncompressed_size for s in sections) > SECTION_RUN_BYTES
     parts: list[pa.Array] = []
     ptype = chunk.leaf.physical_type
     arrow_type = None
-    for group, in_place in _section_groups(sections, partial(plain_values.readable, ptype)):
+    for run, in_place in _section_runs(sections, partial(plain_values.readable, ptype)):
         if in_place:
-            parts.append(plain_values.plain_values(ptype, chunk.codec, group.pop()))
+            parts.append(plain_values.plain_values(ptype, chunk.codec, run.pop()))
             continue
-        if runs:
+        if several_runs:
             # Return what the walk or the run before freed on the C heap: Arrow's pool is mapped
             # apart and would not reuse it.
             trim_heap()
-        file = synthesize_values(chunk, head, group, created_by)
-        count, size = sum(s.count for s in group), sum(s.uncompressed_size for s in group)
-        del group
-        column = decode(file, count, size, as_dictionary, batch_bytes)
+        file = synthesize_values(chunk, head, run, created_by)
+        count, size = sum(s.count for s in run), sum(s.uncompressed_size for s in run)
+        del run
+        column = decode(file, count, size, as_dictionary, row_batch_bytes)
         del file
         parts += column.chunks
         arrow_type = column.type
     return pa.chunked_array(parts, type=arrow_type or parts[0].type)
 
 
-def _section_groups(sections: list[ValueSection], alone: Callable[[ValueSection], bool]
-                    ) -> Iterator[tuple[list[ValueSection], bool]]:
-    """Empties `sections` front to back into runs of at most SECTION_GROUP_BYTES (a bigger
+def _section_runs(sections: list[ValueSection], alone: Callable[[ValueSection], bool]
+                  ) -> Iterator[tuple[list[ValueSection], bool]]:
+    """Empties `sections` front to back into runs of at most SECTION_RUN_BYTES (a bigger
     section, or one that is `alone`, runs by itself), leaving out sections without values; at
     least one run, maybe empty. Each run comes with whether it is an `alone` section."""
     sections.reverse()
-    group: list[ValueSection] = []
+    run: list[ValueSection] = []
     size = 0
     yielded = False
     while sections:
@@ -169,17 +169,17 @@ def _section_groups(sections: list[ValueSection], alone: Callable[[ValueSection]
         if not section.count:
             continue
         solo = alone(section)
-        if group and (solo or size + section.uncompressed_size > SECTION_GROUP_BYTES):
-            yield group, False
-            group, size, yielded = [], 0, True
+        if run and (solo or size + section.uncompressed_size > SECTION_RUN_BYTES):
+            yield run, False
+            run, size, yielded = [], 0, True
         if solo:
             yield [section], True
             yielded = True
             continue
-        group.append(section)
+        run.append(section)
         size += section.uncompressed_size
-    if group or not yielded:
-        yield group, False
+    if run or not yielded:
+        yield run, False
 
 
 _FLAT_NAME = b"c"
@@ -239,18 +239,18 @@ def decode_columns(file: Synthesized, count: int, num_rows: int, dictionary: Seq
 
 
 def decode(file: Synthesized, num_rows: int, decoded_bytes: int = 0, as_dictionary: bool = False,
-           batch_bytes: int = BIG_CHUNK) -> pa.ChunkedArray:
+           row_batch_bytes: int = BIG_CHUNK) -> pa.ChunkedArray:
     """Read a synthesized file's single top-level column: whole, as one array where possible
-    (no concatenation later); in row batches when its pages decode to more than `batch_bytes`,
+    (no concatenation later); in row batches when its pages decode to more than `row_batch_bytes`,
     by default BIG_CHUNK (a nested column cannot hold more than 2 GiB of values in one array, so
-    a nested batch whose values pass 2 GiB shrinks until it fits; callers pass less for plain
+    a nested row batch whose values pass 2 GiB shrinks until it fits; callers pass less for plain
     strings, whose buffer Arrow grows by doubling). as_dictionary: a BYTE_ARRAY leaf comes back
     as indices into the chunk's dictionary, its values never materialized one by one."""
     with arrow_errors():
         reader = pq.ParquetFile(file.open(), read_dictionary=[0] if as_dictionary else None,
                                 **_read_options(file))
-        if decoded_bytes > batch_bytes:
-            rows = max(1, num_rows * min(batch_bytes, ROW_BATCH_BYTES) // decoded_bytes)
+        if decoded_bytes > row_batch_bytes:
+            rows = max(1, num_rows * min(row_batch_bytes, ROW_BATCH_BYTES) // decoded_bytes)
             column = _decode_in_batches(reader, rows)
         else:
             try:

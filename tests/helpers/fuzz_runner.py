@@ -9,7 +9,7 @@ optional ``"options"`` for the retrofit target.  Targets:
   thrift    pageindex.format.thrift.decode_struct on the buffer; a decoded struct must re-encode to a
             canonical form that decodes to the same encoding (encode . decode is idempotent)
   footer    pageindex.format.footer.read_footer on a Source of the file
-  scan      read_footer, then pageindex.scan.chunk_scan.scan_chunk(decode=False) on every chunk
+  scan      read_footer, then pageindex.scan.chunk_scan.scan_chunk(with_values=False) on every chunk
             (page walk and level decoding; a PageIndexError of one chunk does not stop the rest)
   retrofit  pageindex.retrofit(file, dry_run=True, ...), which hands pyarrow synthesized files
 
@@ -94,7 +94,7 @@ def _scan(path: str) -> dict[str, Any]:
         for row in footer.chunks:
             for chunk in row:
                 try:
-                    scan_chunk(source, footer, chunk, decode=False)
+                    scan_chunk(source, footer, chunk, with_values=False)
                     scanned += 1
                 except PageIndexError as err:
                     refused += 1

@@ -34,10 +34,10 @@ class ByteArrayCodec(Codec):
         # values are; prefixes order like their values except in ties, which truncate alike.
         lo, hi, pages = grouped_min_max(values, defined, cap)
         if order.truncatable:
-            lo = [truncate_min(v, truncate_length, True, partial=len(v) == cap) for v in lo]
+            lo = [truncate_min(v, truncate_length, partial=len(v) == cap) for v in lo]
             maxes = []
             for page, v in zip(pages, hi):
-                bound = truncate_max(v, truncate_length, True, partial=len(v) == cap)
+                bound = truncate_max(v, truncate_length, partial=len(v) == cap)
                 if len(v) == cap and bound == v:
                     # No shorter upper bound exists, so the whole value is kept: read it in full.
                     bound = _page_max(values, defined, page)

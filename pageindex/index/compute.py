@@ -1,0 +1,161 @@
+"""Index computation: each planned chunk's ColumnIndex and OffsetIndex, and a report of what was left out.
+
+From trusted page-header statistics where the plan allows it, else from the chunk's scanned values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from pageindex.errors import PageIndexError
+from pageindex.format.footer import Footer
+from pageindex.format.parquet_thrift import Type
+from pageindex.format.thrift import Struct
+from pageindex.index import page_stats
+from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
+from pageindex.index.plan import ChunkPlan
+from pageindex.index.tail_writer import ChunkIndexes
+from pageindex.io.storage import Source
+from pageindex.scan.chunk_scan import ChunkScan, scan_chunks
+from pageindex.scan.memory import release_memory
+from pageindex.scan.page_levels import PageLevels
+
+# ChunkReport.source: where a chunk's bounds came from.
+EXACT, PAGE_STATS = "exact", "page_stats"
+
+
+@dataclass(frozen=True)
+class ChunkReport:
+    """What was written for one column chunk, and why anything was left out."""
+
+    row_group: int
+    column: str
+    pages: int
+    offset_index: bool
+    column_index: bool
+    reason: str = ""
+    source: str = EXACT  # EXACT: decoded values; PAGE_STATS: page-header statistics
+
+
+Computed = tuple[ChunkIndexes, ChunkReport]
+
+
+def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan, ...], ...],
+                    truncate_length: int) -> tuple[list[list[ChunkIndexes]], list[ChunkReport]]:
+    """The indexes of every chunk, a list per row group, and a report per chunk in file order."""
+    indexes: list[list[ChunkIndexes]] = []
+    reports: list[ChunkReport] = []
+    for row in plan:
+        done = _row_group(source, footer, row, truncate_length)
+        indexes.append([computed[0] for computed in done])
+        reports.extend(computed[1] for computed in done)
+    return indexes, reports
+
+
+def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int
+               ) -> list[Computed]:
+    """Header statistics first, where planned; then one scan of the chunks that are left."""
+    from_headers: dict[int, Computed | None] = {}
+    for group in _header_groups([planned for planned in row if planned.from_headers], source):
+        # On an object store a request costs what reading megabytes does: the group's chunks
+        # come whole in a few merged requests, not one request per page header (local: no-op).
+        source.prefetch([_span(planned) for planned in group], "header")
+        for planned in group:
+            from_headers[id(planned)] = _from_page_stats(source, footer, planned, truncate_length)
+    computed_first = [from_headers.get(id(planned)) for planned in row]
+    exact = [planned for planned, computed in zip(row, computed_first) if computed is None]
+    scanned = _from_scans(source, footer, exact, truncate_length)
+    return [computed if computed is not None else next(scanned) for computed in computed_first]
+
+
+def _span(planned: ChunkPlan) -> tuple[int, int]:
+    return planned.chunk.start, planned.chunk.total_compressed_size
+
+
+def _header_groups(planned: list[ChunkPlan], source: Source) -> Iterator[list[ChunkPlan]]:
+    """Consecutive chunks of at most one merged request's bytes together (a larger one alone),
+    so what a group's prefetch holds stays within the read options' bounds."""
+    cap, group, size = source.read_options.range_cap, [], 0
+    for chunk_plan in planned:
+        length = chunk_plan.chunk.total_compressed_size
+        if group and size + length > cap:
+            yield group
+            group, size = [], 0
+        group.append(chunk_plan)
+        size += length
+    if group:
+        yield group
+
+
+def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int
+                ) -> Iterator[Computed]:
+    # On an object store: the row group's chunks in a few merged, concurrent requests.
+    source.prefetch([_span(planned) for planned in row])
+    scans = scan_chunks(source, footer, [(planned.chunk, planned.with_values) for planned in row])
+    for planned in row:
+        # Not zip(row, scans): zip's reused result tuple would keep this scan alive while the
+        # next chunk decodes.
+        scan = next(scans)
+        computed = _from_scan(planned, scan, truncate_length)
+        del scan
+        release_memory(planned.chunk.total_compressed_size)
+        yield computed
+
+
+def _from_page_stats(source: Source, footer: Footer, planned: ChunkPlan, truncate_length: int
+                     ) -> Computed | None:
+    """The chunk's indexes from page-header statistics, or None to decode it exactly."""
+    chunk, order = planned.chunk, planned.order
+    try:
+        headers = page_stats.read_headers(source, chunk, footer.footer_start)
+    except PageIndexError as err:
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+    levels = headers.levels
+    # Anything short of a clean chunk (pages no index can describe, rows that do not add up) is
+    # decoded exactly, which explains it in the report or the error.
+    if not isinstance(levels, PageLevels) or _no_valid_index(levels) is not None \
+            or int(levels.rows.sum()) != footer.row_group_rows[chunk.row_group]:
+        return None
+    ci = page_stats.column_index_from_headers(chunk, order, headers.stats, levels, truncate_length)
+    if not isinstance(ci, Struct):
+        return None
+    oi = offset_index(headers.pages, levels, None)
+    report = ChunkReport(chunk.row_group, chunk.leaf.dotted, len(headers.pages.pages), True, True,
+                         source=PAGE_STATS)
+    return ChunkIndexes(ci, oi), report
+
+
+def _no_valid_index(levels: PageLevels) -> str | None:
+    """Why no index can describe these pages, if none can."""
+    if levels.split_record_page is not None:
+        return (f"page {levels.split_record_page} does not start at a row boundary "
+                "(a record is split across pages), so no index can be valid")
+    empty = [i for i, rows in enumerate(levels.rows) if rows == 0]
+    if empty:
+        return (f"page {empty[0]} holds no rows: first_row_index could not increase strictly, "
+                "so no index can be valid")
+    return None
+
+
+def _from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Computed:
+    """The chunk's indexes from its walked pages, levels and (when decoded) values."""
+    chunk, order = planned.chunk, planned.order
+    leaf = chunk.leaf
+    pages, levels = scan.pages, scan.levels
+
+    def report(oi: bool, ci: bool, why: str = "") -> ChunkReport:
+        return ChunkReport(chunk.row_group, leaf.dotted, len(pages.pages), oi, ci, why)
+
+    why = _no_valid_index(levels)
+    if why is not None:
+        return ChunkIndexes(None, None), report(False, False, why)
+    if scan.values is None:
+        return ChunkIndexes(None, offset_index(pages, levels, None)), report(True, False, order.reason)
+    unencoded = unencoded_bytes(scan.values, levels.defined) if leaf.physical_type == Type.BYTE_ARRAY else None
+    oi = offset_index(pages, levels, unencoded)
+    if not order.indexable:
+        return ChunkIndexes(None, oi), report(True, False, order.reason)
+    ci = column_index(leaf, order, levels, scan.values, truncate_length)
+    if isinstance(ci, Refusal):
+        return ChunkIndexes(None, oi), report(True, False, ci.reason)
+    return ChunkIndexes(ci, oi), report(True, True)
