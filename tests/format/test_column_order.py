@@ -8,8 +8,8 @@ from pageindex.format.footer import F, read_footer
 from pageindex.format.schema import OPTIONAL, PT, leaves_of
 from pageindex.format.thrift import Field, Struct, T
 from pageindex.io.storage import open_source
+from tests.format.test_schema import el, root, schema
 from tests.helpers.corpus import corpus_path
-from tests.test_schema import el, root, schema
 
 TYPE_ORDER = Struct((Field(1, T.STRUCT, Struct()),))
 TOTAL_ORDER = Struct((Field(2, T.STRUCT, Struct()),))

@@ -1,5 +1,5 @@
 """A fault-injecting HTTP proxy on 127.0.0.1 between an S3 client (s3fs/botocore) and the moto
-server, for tests/test_s3_faults.py.
+server, for tests/system/test_s3_faults.py.
 
     with FaultProxy(moto_endpoint, schedule) as proxy:
         fs = make_s3fs(proxy.endpoint)
