@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.pageindex-installed
 
-.PHONY: env test run bench bench-quick clean distclean check-java
+.PHONY: env test test-fast run bench bench-quick clean distclean check-java
 
 env: $(STAMP)
 
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml | $(PY)
 
 test: env
 	$(PY) -m pytest -q tests
+
+# The unit layer: no Spark, no S3 server, no fuzzing, nothing slow (markers in pyproject.toml).
+test-fast: env
+	$(PY) -m pytest -q -m "not spark and not s3 and not fuzz and not slow" tests
 
 check-java:
 	@if ! command -v java >/dev/null 2>&1 && [ ! -x "$${JAVA_HOME:-/nonexistent}/bin/java" ]; then \

@@ -9,6 +9,9 @@ Fixtures:
   s3fs_fs           (function) uncached s3fs.S3FileSystem pointed at the server.
   s3_storage_options(function) fsspec storage_options dict for the server.
   paged_parquet     (session) synthetic sorted-int64 files with and without a pyarrow page index.
+
+Markers: a test requesting `spark` is marked spark, one requesting `s3_server` (directly or through
+another fixture) is marked s3.
 """
 from __future__ import annotations
 
@@ -24,7 +27,19 @@ from tests.helpers.corpus import corpus_files, load_catalog  # noqa: F401  (re-e
 from tests.helpers.datafusion import datafusion_page_pruning  # noqa: F401
 from tests.helpers.spark import column_index_violations, scan_output_rows  # noqa: F401
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# ---------------------------------------------------------------- markers
+
+# A test that requests one of these fixtures needs what the fixture starts, so it gets the marker
+# (pyproject.toml registers them; `make test-fast` deselects them).
+FIXTURE_MARKERS = {"spark": "spark", "s3_server": "s3"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
 
 
 # ---------------------------------------------------------------- corpus

@@ -27,9 +27,9 @@ import pytest
 import pageindex
 from pageindex.progress import render
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
+from tests.helpers.paths import REPO_ROOT
 from tests.helpers.retrofit_checks import assert_same_data, footer_of
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ROWS = 3000
 ROWS_PER_PAGE = 256
 PAGES = -(-ROWS // ROWS_PER_PAGE)  # 12
@@ -127,6 +127,7 @@ def test_retrofit_json(files, tmp_path):
     assert proc.stderr == "", "one file: no summary"
 
 
+@pytest.mark.slow
 def test_retrofit_truncate_length(files, tmp_path):
     out = tmp_path / "t8.parquet"
     ok(run_cli("retrofit", "--truncate-length", "8", files.src, "--output", out))
@@ -147,6 +148,7 @@ def test_retrofit_truncate_length(files, tmp_path):
     assert "truncate_length=64" in default["indexed_by_pageindex"]
 
 
+@pytest.mark.slow
 def test_second_run_reports_already_indexed_and_force_rebuilds(files, tmp_path):
     copy = tmp_path / "indexed.parquet"
     shutil.copy2(files.dst, copy)
@@ -166,6 +168,7 @@ def test_second_run_reports_already_indexed_and_force_rebuilds(files, tmp_path):
     assert_same_data(files.src, forced)
 
 
+@pytest.mark.slow
 def test_dry_run_writes_nothing(files, tmp_path):
     dst = tmp_path / "never.parquet"
     proc = ok(run_cli("retrofit", "--dry-run", files.src, "--output", dst))
@@ -291,6 +294,7 @@ def test_verify_file_without_index(files):
     ["inspect"],
     ["verify"],
 ], ids=lambda a: " ".join(a) or "no-args")
+@pytest.mark.slow
 def test_usage_errors_exit_2(args):
     proc = ok(run_cli(*args), code=2)
     assert "usage:" in proc.stderr

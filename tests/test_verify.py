@@ -21,7 +21,7 @@ from tests.helpers.corpus import corpus_path
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
 from tests.helpers.strip import rewrite_page_index
 from tests.helpers.tables import SMALL_GRID, random_table
-from tests.test_page_walk import _insert_page
+from tests.scan.test_page_walk import _insert_page
 
 BASE = 0x1122334455667788
 
@@ -268,7 +268,7 @@ def test_empty_page_index_reported(tmp_path):
     null count is 0, break the format's rules (parquet-java 1.18 rejects the latter) even when
     they "match the data" of a chunk holding an empty (0-value) page. verify must report them.
     LIBRARY BUG at the time of writing (together with retrofit writing such an index; see
-    tests/test_page_walk.py::test_empty_data_page)."""
+    tests/scan/test_page_walk.py::test_empty_data_page)."""
     table = pa.table({"k": pa.array([None if i % 5 == 0 else i for i in range(3000)], pa.int64())})
     src = tmp_path / "src.parquet"
     pq.write_table(table, src, compression="none", use_dictionary=False, data_page_size=4096,

@@ -22,10 +22,9 @@ import os
 import subprocess
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import REPO_ROOT
 
 
 def _emit(obj: dict[str, Any]) -> None:

@@ -5,8 +5,9 @@ import csv
 from functools import lru_cache
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# tests/helpers/corpus.py -> parents[2] is the repo root; the corpus sits beside the repo.
+from tests.helpers.paths import REPO_ROOT
+
+# The corpus sits beside the repository.
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
 CATALOG_PATH = CORPUS_DIR / "CATALOG.tsv"
 

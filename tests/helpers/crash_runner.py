@@ -1,5 +1,5 @@
 """A retrofit in a child process that can be paused at a named point of its commit, so a parent
-can SIGKILL it exactly there (tests/test_crash_safety.py, tests/test_concurrency.py).
+can SIGKILL it exactly there (tests/system/test_crash_safety.py, tests/system/test_concurrency.py).
 
 Usage::
 

@@ -1,5 +1,5 @@
 """A fault-injecting, latency-adding HTTP proxy on 127.0.0.1 between an S3 client (s3fs/botocore,
-pyarrow's S3FileSystem) and the moto server, for tests/test_s3_faults.py and bench/objstore.py.
+pyarrow's S3FileSystem) and the moto server, for tests/system/test_s3_faults.py and bench/objstore.py.
 
     with FaultProxy(moto_endpoint, schedule, latency=0.02) as proxy:
         fs = make_s3fs(proxy.endpoint)

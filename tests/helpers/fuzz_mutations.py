@@ -1,4 +1,4 @@
-"""Structure-aware mutations of valid Parquet files, for tests/test_fuzz.py.
+"""Structure-aware mutations of valid Parquet files, for tests/system/test_fuzz.py.
 
 A mutated input is fully described by a *recipe*: the source file (a corpus-relative path or
 ``synthetic:NAME``), the mutation kind and an integer seed.  ``build(recipe)`` is deterministic:

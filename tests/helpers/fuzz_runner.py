@@ -40,7 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import REPO_ROOT
+
 MEMORY_LIMIT = 4 << 30
 PER_INPUT_SECONDS = 10.0
 FAILURES = ("error", "timeout", "crashed", "hung")

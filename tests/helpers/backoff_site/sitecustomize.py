@@ -1,7 +1,7 @@
 """Test-only: scales botocore's retry backoff in processes the tests cannot patch directly
 (Spark's Python workers), when PAGEINDEX_TEST_BACKOFF_SCALE is set.  The retry policy itself
 (which errors, how many attempts, the exponential jittered delay botocore computes) is untouched;
-only the time actually slept is multiplied by the scale.  tests/test_s3_faults.py puts this
+only the time actually slept is multiplied by the scale.  tests/system/test_s3_faults.py puts this
 directory on the workers' PYTHONPATH for its permanent-fault job test only."""
 import os
 

@@ -9,8 +9,8 @@ from pageindex.format.parquet_thrift import ConvertedType, FieldRepetitionType, 
 from pageindex.format.schema import leaves_of
 from pageindex.format.thrift import Field, Struct, T
 from pageindex.io.storage import open_source
+from tests.format.test_schema import el, root, schema
 from tests.helpers.corpus import corpus_path
-from tests.test_schema import el, root, schema
 
 TYPE_ORDER = Struct((Field(1, T.STRUCT, Struct()),))
 TOTAL_ORDER = Struct((Field(2, T.STRUCT, Struct()),))

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "pageindex"
+from tests.helpers.paths import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "pageindex"
 
 # Lowest first. A module may import from its own layer and the ones before it.
 LAYERS: tuple[tuple[str, ...], ...] = (

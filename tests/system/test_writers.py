@@ -22,6 +22,8 @@ from tests.helpers import engines as E
 from tests.helpers.spark import to_uri
 from tests.helpers.strip import strip_page_index
 
+pytestmark = pytest.mark.slow  # a file per writer, each queried by two engines
+
 ROWS = 30_000
 ROW_GROUP = 10_000
 # Point and range lookups on the sorted keys, and filters on unsorted and nullable columns.

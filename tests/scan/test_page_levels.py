@@ -33,6 +33,7 @@ def _nested_chunks(path: Path):
                     yield chunk, walk_chunk(source, chunk, footer.footer_start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version,compression", [("1.0", "snappy"), ("2.0", "zstd"), ("2.0", "none")])
 def test_page_groups_do_not_change_the_facts(tmp_path, monkeypatch, version, compression):
     path = _write(tmp_path / "n.parquet", version, compression)

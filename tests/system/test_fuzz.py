@@ -38,11 +38,11 @@ import pytest
 
 from tests.helpers import fuzz_mutations as fm
 from tests.helpers.fuzz_runner import FAILURES, run_inputs, run_parallel
+from tests.helpers.paths import REGRESSIONS_DIR
 
 SEED = int(os.environ.get("PAGEINDEX_FUZZ_SEED", "20260611"))
 FUZZ_SECONDS = float(os.environ.get("PAGEINDEX_FUZZ_SECONDS", "0") or 0)
 WORKERS = max(2, min(4, os.cpu_count() or 2))
-REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 SMALL_INPUT = 64 << 10
 # The valid files mutated: corpus candidates and oracles up to this size (the few larger ones
 # take seconds each unmutated), plus small synthetic files with nested columns and tiny pages.
@@ -82,14 +82,14 @@ def save_regression(job: dict, outcome: dict, found_by: str) -> Path:
     """Keep a failing input: bytes when small, else the recipe (and the hash it must rebuild)."""
     data = fm.build(job)
     sha = hashlib.sha256(data).hexdigest()
-    REGRESSIONS.mkdir(exist_ok=True)
+    REGRESSIONS_DIR.mkdir(exist_ok=True)
     stem = f"{job['target']}-{job['mutation']}-{sha[:12]}"
-    entry_path = REGRESSIONS / f"{stem}.json"
+    entry_path = REGRESSIONS_DIR / f"{stem}.json"
     if entry_path.exists():
         return entry_path
     small = len(data) < SMALL_INPUT
     if small:
-        (REGRESSIONS / f"{stem}.bin").write_bytes(data)
+        (REGRESSIONS_DIR / f"{stem}.bin").write_bytes(data)
     entry = {
         "target": job["target"],
         "recipe": {k: job[k] for k in ("target", "file", "mutation", "seed")},
@@ -106,7 +106,7 @@ def save_regression(job: dict, outcome: dict, found_by: str) -> Path:
 
 
 def regression_entries() -> list[Path]:
-    return sorted(REGRESSIONS.glob("*.json")) if REGRESSIONS.is_dir() else []
+    return sorted(REGRESSIONS_DIR.glob("*.json")) if REGRESSIONS_DIR.is_dir() else []
 
 
 def _failure_report(pairs: list[tuple[dict, dict]]) -> str:
@@ -123,6 +123,7 @@ def _failure_report(pairs: list[tuple[dict, dict]]) -> str:
 
 # ---------------------------------------------------------------- the harness itself
 
+@pytest.mark.fuzz
 def test_harness_attributes_every_failure_to_its_input():
     """A worker that aborts, exhausts its memory limit, loops in Python or is stuck where the
     alarm cannot reach it: each failure is pinned on its input and the next input still runs."""
@@ -140,6 +141,7 @@ def test_harness_attributes_every_failure_to_its_input():
     assert out[0]["sha256"] == out[2]["sha256"] == out[5]["sha256"] == out[7]["sha256"]
 
 
+@pytest.mark.fuzz
 def test_inputs_are_deterministic_across_processes():
     """The parent rebuilds exactly the bytes a worker tested (what regression recipes rely on)."""
     jobs = [recipe(target, i) for target in MUTATIONS for i in range(25)]
@@ -160,6 +162,7 @@ def _jobs(target: str, start: int, count: int) -> list[dict]:
     return [recipe(target, i) for i in range(start, start + count)]
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("target", list(MUTATIONS))
 def test_fuzz(target):
     started = time.monotonic()
@@ -186,7 +189,7 @@ def test_fuzz(target):
     print(f"\nfuzz {target}: {len(pairs)} inputs in {elapsed:.1f}s, {dict(statuses)}")
     assert not failed, (
         f"{len(failed)} of {len(pairs)} inputs escaped with something other than a "
-        f"PageIndexError (kept under {REGRESSIONS}):\n" + _failure_report(failed))
+        f"PageIndexError (kept under {REGRESSIONS_DIR}):\n" + _failure_report(failed))
 
     # The fuzz must reach past the first check: outcomes are mixed, every mutation applies.
     assert statuses["n/a"] < 0.1 * len(pairs), statuses
@@ -201,6 +204,7 @@ def test_fuzz(target):
             assert expected in reasons, f"no chunk refused for a reason mentioning {expected!r}"
 
 
+@pytest.mark.fuzz
 def test_regressions_replay():
     """Every input that once failed runs again through its target and must now pass."""
     entries = [(p, json.loads(p.read_text())) for p in regression_entries()]
@@ -210,7 +214,7 @@ def test_regressions_replay():
     for path, e in entries:
         job = {"target": e["target"], "options": e.get("options") or None}
         if e.get("bytes"):
-            bin_path = REGRESSIONS / e["bytes"]
+            bin_path = REGRESSIONS_DIR / e["bytes"]
             assert hashlib.sha256(bin_path.read_bytes()).hexdigest() == e["sha256"], path.name
             job["bytes_path"] = str(bin_path)
         else:

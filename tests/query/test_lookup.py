@@ -41,6 +41,7 @@ from pageindex.query.lookup import _arrow_schema, _fields, _matching_pages, _pla
 from pageindex.query.predicate import PredicateError, parse
 from pageindex.retrofit import retrofit
 from tests.helpers.corpus import corpus_path, corpus_rows
+from tests.helpers.paths import REPO_ROOT
 from tests.helpers.predicates import (
     Cond,
     PredicateGen,
@@ -53,8 +54,6 @@ from tests.helpers.predicates import (
 )
 from tests.helpers.predicates import quote_column as quote
 from tests.helpers.tables import random_table
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 FUZZ_KINDS = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -160,6 +159,7 @@ def _report(failures: list[str], runs: int) -> str:
     "retrofit-plain", "retrofit-dict-v2-decint-unsorted", "retrofit-truncate4",
     "pyarrow-index-decint", "no-index", "directory",
 ])
+@pytest.mark.slow
 def test_random_predicates_match_pyarrow(fuzz_files, variant):
     path, ref = fuzz_files[variant]
     count = 20 if variant in ("no-index", "directory") else 45
@@ -320,6 +320,7 @@ def test_temporal_literal_forms(semantics_file):
     assert not problems, problems
 
 
+@pytest.mark.slow
 def test_truncated_string_and_binary_bounds(fuzz_files):
     """Values longer than the truncation length, and the ones whose upper bound cannot be
     incremented (all U+10FFFF / all 0xFF), are found by every operator."""
@@ -421,6 +422,7 @@ def _filterable_columns(table: pa.Table) -> list[str]:
     return gen.columns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", _oracle_rows(), ids=lambda r: r["path"].split("/")[-1])
 def test_corpus_oracle_files_match_pyarrow(row):
     """Rows and column types equal pyarrow's (nullability is checked file by file in
@@ -670,6 +672,7 @@ def test_point_lookup_reads_one_page_per_column(io_files, variant):
         assert stats.row_groups_read == 1 and stats.files == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["plain", "dict"])
 def test_range_scans_read_only_overlapping_pages(io_files, variant):
     path = io_files[variant]

@@ -256,6 +256,7 @@ def test_small_grid_layout(small_files):
         _check_layout(f)
 
 
+@pytest.mark.slow
 def test_full_grid_covers_the_options_and_round_trips(tmp_path):
     t = random_table(5, 900)
     files = write_variants(t, tmp_path, "full")
@@ -354,6 +355,7 @@ def test_predicates_render_per_engine(table):
 # ------------------------------------------------------------------------------ engines: DataFusion
 
 # Plain file of one variant and the indexed twin of another: both must give the true rows.
+@pytest.mark.slow
 @pytest.mark.parametrize("which", [("v1-dict-snappy", "path"), ("v2-plain-zstd-crc", "twin")])
 def test_datafusion_agrees_with_pyarrow_on_every_flat_kind(table, small_files, which):
     name, attr = which

@@ -48,11 +48,12 @@ from tests.helpers.fault_proxy import (
     forward_all,
     permanent,
 )
+from tests.helpers.paths import HELPERS_DIR
 
 FAULTS = ("503", "500", "drop", "drop_after", "truncate")
 BOTOCORE_ATTEMPTS = 9  # retries.max_attempts=8 retries after the first attempt
 S3FS_TRIES = 5  # S3FileSystem.retries
-BACKOFF_SITE = Path(__file__).resolve().parent / "helpers" / "backoff_site"
+BACKOFF_SITE = HELPERS_DIR / "backoff_site"
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,10 @@ import pytest
 import pageindex
 from tests.helpers import s3 as s3h
 from tests.helpers.big_files import write_wide_file
+from tests.helpers.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # kills retrofits at random points, dozens of times
+
 SEED = int(os.environ.get("PAGEINDEX_CRASH_SEED", "4242"))
 LOCAL_KILLS = 30
 S3_KILLS = 16

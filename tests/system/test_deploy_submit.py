@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # every test builds the zip or runs the wrapper in a subprocess
+
 SCRIPT = REPO_ROOT / "deploy" / "spark-submit.sh"
 ZIP = REPO_ROOT / "deploy" / "build" / "pageindex.zip"
 
@@ -119,6 +122,7 @@ def _local_env() -> dict[str, str]:
     return {"MASTER": "local[2]", "PYSPARK_PYTHON": sys.executable}
 
 
+@pytest.mark.spark
 def test_executors_import_pageindex_from_the_shipped_zip(tmp_path):
     app = tmp_path / "probe.py"
     app.write_text(PROBE_APP)
@@ -130,6 +134,7 @@ def test_executors_import_pageindex_from_the_shipped_zip(tmp_path):
     assert files and all("pageindex.zip" in f for f in files), files
 
 
+@pytest.mark.spark
 def test_local_job_exit_codes(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -51,6 +51,8 @@ from tests.helpers.tables import (
     write_variants,
 )
 
+pytestmark = pytest.mark.slow  # generated tables of every type through pyarrow and pageindex
+
 TRUNCATE = 64  # pageindex default
 
 # (seed, rows, grid): every FULL_GRID variant once, and SMALL_GRID again with other data.

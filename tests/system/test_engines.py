@@ -36,6 +36,8 @@ from tests.helpers.tables import (
     write_variants,
 )
 
+pytestmark = pytest.mark.slow  # DataFusion queries over a matrix of generated files
+
 ROWS = 2400
 SEED = 21
 # A few nested columns ride along, so reads that skip pages also have to stay aligned in

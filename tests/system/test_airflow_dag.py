@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO_ROOT
+
 DAG_DIR = REPO_ROOT / "deploy" / "airflow"
 DAG_ID = "pageindex_backfill"
 
@@ -35,7 +36,8 @@ STAMP = VENV / ".pageindex-airflow-stamp"
 INSTALL_TIMEOUT_S = 1500
 
 # The first test pays for the install; pytest's default per-test timeout (600 s) is too tight for that.
-pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT_S + 300)
+# Every test runs Airflow in its own virtualenv, in a subprocess.
+pytestmark = [pytest.mark.timeout(INSTALL_TIMEOUT_S + 300), pytest.mark.slow]
 
 
 def _stamp_key() -> dict:
@@ -341,6 +343,7 @@ def _java_available() -> bool:
     return bool(shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists()))
 
 
+@pytest.mark.spark
 def test_dag_runs_the_real_job_locally(airflow_python, tmp_path):
     """The DAG's operator, with a local[2] Spark connection, runs jobs/retrofit_job.py on a real file."""
     if not _java_available():

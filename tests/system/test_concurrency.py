@@ -28,9 +28,11 @@ import pytest
 import pageindex
 from pageindex.errors import ConcurrentModificationError
 from tests.helpers.big_files import write_wide_file
+from tests.helpers.paths import REPO_ROOT
 from tests.helpers.retrofit_checks import assert_same_data
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # races real processes against each other, many times over
+
 SEED = int(os.environ.get("PAGEINDEX_CONCURRENCY_SEED", "777"))
 PAIRS = 20
 ROWS = 6_000  # ~5 MB: a run takes a fraction of a second after Python starts

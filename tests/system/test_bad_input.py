@@ -32,6 +32,8 @@ from tests.helpers.retrofit_checks import (
     validator_violations_or_skip,
 )
 
+pytestmark = pytest.mark.slow  # every bad corpus file through a child process
+
 # bad_input files that are valid Parquet and must be indexed, not refused.
 VALID_BAD_INPUT = {
     "parquet-testing/data/nation.dict-malformed.parquet":

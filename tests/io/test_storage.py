@@ -79,6 +79,7 @@ def test_a_read_too_big_to_reuse_lets_the_spare_go(small_reuse, data_file):
         assert source.read_view(0, 8 << 10).obj is not spare
 
 
+@pytest.mark.slow
 def test_retrofit_through_the_spare_is_byte_identical(small_reuse, tmp_path, monkeypatch,
                                                       paged_parquet):
     """Every chunk of 1 KiB to 16 KiB is read into the one spare buffer while earlier chunks'

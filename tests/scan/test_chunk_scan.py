@@ -174,6 +174,7 @@ def _leaf_reference(path: Path, row_group: int, column: int) -> list:
             return array.drop_null().to_pylist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group_bytes", [values.SECTION_RUN_BYTES, 600])
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
 @pytest.mark.parametrize("compression,dictionary", [("snappy", True), ("zstd", False), ("none", True)])

@@ -33,7 +33,7 @@ from pageindex.index.kinds import byte_arrays
 from pageindex.index.truncation import truncate_max, truncate_min
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages, Page
-from tests.test_column_order import TOTAL_ORDER, integer, leaf, logical
+from tests.format.test_column_order import TOTAL_ORDER, integer, leaf, logical
 
 L = 64
 

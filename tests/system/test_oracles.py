@@ -36,6 +36,8 @@ from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path, corpus_rows
 from tests.helpers.strip import footer_start, strip_page_index
 
+pytestmark = pytest.mark.slow  # every oracle file stripped, retrofitted and compared
+
 ORACLES = {corpus_path(r).name: corpus_path(r) for r in corpus_rows("oracle")}
 TRUNCATE = 64  # pageindex default, = parquet-java / arrow-rs default
 

@@ -34,6 +34,8 @@ from tests.helpers.retrofit_checks import (
     validator_violations_or_skip,
 )
 
+pytestmark = pytest.mark.slow  # every corpus candidate, retrofitted and checked several ways
+
 EXPECTED_CANDIDATES = 50
 
 # large_string_map.brotli (candidate_reader_limited: two 1 GiB map keys in one chunk) is opt-in:

@@ -30,6 +30,7 @@ def _indexes(path):
                 for row in footer.chunks for c in row}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src", CORPUS, ids=[p.name for p in CORPUS])
 def test_same_index_as_exact_mode(src, tmp_path):
     exact = pageindex.retrofit(str(src), str(tmp_path / "exact.parquet"), force=True)

@@ -12,6 +12,8 @@ import pytest
 
 from tests.helpers.golden import HASHES_PATH, OPTION_SETS, compute
 
+pytestmark = pytest.mark.slow  # retrofits every corpus file and a writer matrix under four option sets
+
 
 @pytest.fixture(scope="module")
 def recorded() -> dict[str, dict[str, str]]:

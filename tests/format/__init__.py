@@ -1,0 +1,1 @@
+"""Tests of pageindex.format: the Thrift codec, schema, footer, column orders, compression."""

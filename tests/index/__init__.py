@@ -1,0 +1,1 @@
+"""Tests of pageindex.index: index building, header statistics, truncation, the tail writer."""

@@ -1,0 +1,1 @@
+"""Tests of pageindex.io: ranged reads, atomic commit, input discovery."""

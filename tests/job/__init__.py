@@ -1,0 +1,1 @@
+"""Tests of pageindex.job: the Spark batch job and its task packing."""

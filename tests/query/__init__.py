@@ -1,0 +1,1 @@
+"""Tests of pageindex.query: the where-clause parser and the page-skipping lookup."""
