@@ -264,3 +264,17 @@ def test_files_with_deletion_vectors_are_left_alone(tmp_path):
     assert after[path].deletion_vector
     assert rows(root) == before
     assert all(r["status"] != CHANGED for r in out)
+
+
+def test_table_needing_writer_features_delta_rs_lacks_is_refused(tmp_path):
+    root = str(tmp_path / "t")
+    write_deltalake(root, _rows(0, 300), writer_properties=NO_COLUMN_INDEX)
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
+                "writerFeatures": ["rowTracking", "domainMetadata"]}
+    with open(f"{root}/_delta_log/{1:020d}.json", "w") as f:
+        f.write(json.dumps({"commitInfo": {}}) + "\n" + json.dumps({"protocol": protocol}) + "\n")
+    run = lake.plan(root, JobOptions())
+    out, text = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    assert [r["status"] for r in out] == ["failed"]
+    assert "RowTracking" in out[0]["reason"] and "nothing committed" in text
+    assert DeltaTable(root).version() == 1

@@ -204,8 +204,10 @@ def commit(root: str, storage_options: dict[str, Any], replacements: list[Replac
         try:
             table.create_write_transaction(_actions(pending.values()), "append", table.schema(),
                                            list(current.partition_columns), commit_properties=properties)
-        except CommitFailedError:
-            continue
+        except CommitFailedError as err:
+            if open_table(root, storage_options).version() != current.version:
+                continue  # a concurrent commit: reload and recheck
+            raise UnsupportedFileError(f"delta-rs refused the commit: {err}", path=root) from err
         except DeltaProtocolError as err:
             raise UnsupportedFileError(f"delta-rs cannot write this table: {err}", path=root) from err
         return CommitResult(_committed_version(root, storage_options, current.version, tag),
