@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from pageindex.errors import PageIndexError
 from pageindex.io.discovery import Discovery, discover
 from pageindex.io.storage import resolve, storage_options_from
+from pageindex.job import lake
 from pageindex.job.process import JobOptions, process_file
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
@@ -54,6 +55,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an fsspec storage option, repeatable (as the pageindex CLI's)")
     p.add_argument("--progress-seconds", type=float, default=30.0, metavar="N")
+    p.add_argument("--table-format", choices=lake.TABLE_FORMATS,
+                   help="the input is a table root (detected from _delta_log/ otherwise): with "
+                        "--in-place, index its snapshot's files as new files and commit them to its log")
+    p.add_argument("--commit-batch-files", type=int, default=1000, metavar="N",
+                   help="table inputs: files replaced per commit (default 1000)")
     p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
                    help="remove temporaries of dead attempts older than this (default 3600)")
     return p
@@ -110,22 +116,31 @@ def run(args: argparse.Namespace, spark: Any) -> int:
     if args.table:
         location, provider = table_location(spark, args.table)
         inputs = [location]
-    found = discover(inputs, options)
-    check_modes(found, args.in_place, (args.table, provider) if args.table else None)
-    files = list(found.files)
-    log.warning("found %d files (%d bytes) under %d input(s)", len(files),
-                sum(f.size for f in files), len(inputs))
     job_options = JobOptions(
         output=args.output, copy_unchanged=args.copy_unchanged, dry_run=args.dry_run,
         force=args.force, truncate_length=args.truncate_length, storage_options=options,
         stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
     )
+    table = lake.plan_input(inputs, args.table_format, args.in_place, job_options) if args.input else None
+    if table is None:
+        found = discover(inputs, options)
+        check_modes(found, args.in_place, (args.table, provider) if args.table else None)
+        files = list(found.files)
+    else:
+        files, job_options = list(table.files), table.options
+    log.warning("found %d files (%d bytes) under %d input(s)", len(files),
+                sum(f.size for f in files), len(inputs))
     records = _run_on_spark(spark, files, job_options, parse_size(args.target_task_bytes),
                             args.progress_seconds) if files else []
+    commits = None
+    if table is not None:
+        records, commits = lake.commit_run(table, records, args.commit_batch_files)
     seconds = time.monotonic() - started
     if args.report:
         write_report(records, args.report, options)
     print(summary(records, seconds), flush=True)
+    if commits:
+        print(commits, flush=True)
     failed = sum(r["status"] == Status.FAILED for r in records)
     return EXIT_FAILURES if failed > args.max_failures else EXIT_OK
 
@@ -164,8 +179,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         args = parser().parse_args(argv)
     except SystemExit as exit_:
         return EXIT_USAGE if exit_.code else EXIT_OK
-    if args.truncate_length < 1 or args.max_failures < 0:
-        print("error: --truncate-length must be >= 1 and --max-failures >= 0", file=sys.stderr)
+    if args.truncate_length < 1 or args.max_failures < 0 or args.commit_batch_files < 1:
+        print("error: --truncate-length and --commit-batch-files must be >= 1 and --max-failures >= 0",
+              file=sys.stderr)
         return EXIT_USAGE
     try:
         parse_size(args.target_task_bytes)

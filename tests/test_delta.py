@@ -1,0 +1,280 @@
+"""Delta Lake tables (pageindex.table.delta, pageindex.job.lake): the job plans from the snapshot,
+writes indexed copies under new names and commits remove + add with dataChange false.
+
+Real deltalake tables on local disk and on the moto S3 server; racing writers run inside the
+commit hook, between our reload of the log and our commit, so each interleaving is deterministic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import ColumnProperties, DeltaTable, QueryBuilder, WriterProperties, write_deltalake  # noqa: E402
+
+from pageindex.io.storage import resolve  # noqa: E402
+from pageindex.job import lake  # noqa: E402
+from pageindex.job.process import CHANGED, INDEXED, SKIPPED, JobOptions, process_file  # noqa: E402
+from pageindex.job.spark import main  # noqa: E402
+from pageindex.table import delta  # noqa: E402
+from tests.helpers import s3 as s3h  # noqa: E402
+
+# arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
+NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
+                                   default_column_properties=ColumnProperties(statistics_enabled="CHUNK"))
+
+
+def _rows(first: int, n: int, parts: tuple[str, ...] = ("a", "b", "c d")) -> pa.Table:
+    return pa.table({"p": [parts[i % len(parts)] for i in range(first, first + n)],
+                     "id": pa.array(range(first, first + n), pa.int64()),
+                     "s": [f"s{i % 37:03d}" for i in range(first, first + n)]})
+
+
+def _delta(options: dict | None) -> dict:
+    """deltalake's settings for the fsspec options every helper here takes."""
+    return delta.delta_storage_options(options or {})
+
+
+def make_table(root: str, options: dict | None = None) -> None:
+    """Four versions: a partitioned write, an append, a delete (files rewritten), an append."""
+    kw = dict(partition_by=["p"], writer_properties=NO_COLUMN_INDEX, storage_options=_delta(options))
+    write_deltalake(root, _rows(0, 3000), **kw)
+    write_deltalake(root, _rows(3000, 900), mode="append", **kw)
+    DeltaTable(root, storage_options=_delta(options)).delete("id >= 100 and id < 200",
+                                                     writer_properties=NO_COLUMN_INDEX)
+    write_deltalake(root, _rows(5000, 600), mode="append", **kw)
+
+
+def rows(root: str, version: int | None = None, options: dict | None = None) -> list[tuple]:
+    """Through delta-rs's query engine, which applies deletion vectors (to_pyarrow_table refuses)."""
+    dt = DeltaTable(root, version=version, storage_options=_delta(options))
+    t = pa.table(QueryBuilder().register("t", dt).execute("select p, id, s from t"))
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("p", "id", "s"))))
+
+
+def every_version(root: str, options: dict | None = None) -> dict[int, list[tuple]]:
+    latest = DeltaTable(root, storage_options=_delta(options)).version()
+    return {v: rows(root, v, options) for v in range(latest + 1)}
+
+
+def log_actions(root: str, version: int, options: dict | None = None) -> list[dict]:
+    fs, path = resolve(root, None, options)
+    fs.invalidate_cache()
+    with fs.open(f"{path}/_delta_log/{version:020d}.json", "rb") as f:
+        return [json.loads(line) for line in f.read().decode().splitlines()]
+
+
+def assert_indexed(root: str, options: dict | None = None) -> None:
+    fs, _ = resolve(root, None, options)
+    for uri in DeltaTable(root, storage_options=_delta(options)).file_uris():
+        with fs.open(uri.replace("s3a://", "s3://"), "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+        for rg in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                chunk = meta.row_group(rg).column(c)
+                assert chunk.has_offset_index and chunk.has_column_index, uri
+
+
+def retrofit_table(root: str, before_commit=None, batch: int = 1000, options: dict | None = None):
+    """The job's three steps without Spark: plan, write copies, commit."""
+    run = lake.plan(root, JobOptions(storage_options=options or {}))
+    records = [process_file(f, run.options) for f in run.files]
+    hook = {"before_commit": before_commit} if before_commit else {}
+    replacements = [delta.Replacement(run.planned[r["path"]][0], run.planned[r["path"]][1], r["bytes_out"])
+                    for r in records if r["status"] == INDEXED]
+    return run, records, delta.commit(root, run.options.storage_options, replacements[:batch], **hook)
+
+
+def check_job(root: str, run_job, options: dict | None = None) -> None:
+    before = every_version(root, options)
+    first = max(before)
+    files = len(DeltaTable(root, storage_options=_delta(options)).file_uris())
+    assert files > 4
+    report = run_job()
+    latest = DeltaTable(root, storage_options=_delta(options)).version()
+    assert latest == first + -(-files // 4)  # --commit-batch-files 4
+    for version in range(first + 1, latest + 1):
+        actions = log_actions(root, version, options)
+        kinds = {k for a in actions for k in a} - {"commitInfo"}
+        assert kinds == {"add", "remove"}
+        assert all(a[k]["dataChange"] is False for a in actions for k in a if k != "commitInfo")
+    assert_indexed(root, options)
+    assert rows(root, options=options) == before[first]
+    for version, expected in before.items():
+        assert rows(root, version, options) == expected
+    replaced = [r for r in report if r["table_version"] is not None]
+    assert len(replaced) == len(DeltaTable(root, storage_options=_delta(options)).file_uris()) == files
+    assert {r["table_version"] for r in replaced} == set(range(first + 1, latest + 1))
+    run_job()  # nothing left to do: no commit
+    assert DeltaTable(root, storage_options=_delta(options)).version() == latest
+
+
+def test_job_replaces_every_file_through_the_log(spark, tmp_path):
+    root = str(tmp_path / "t")
+    make_table(root)
+    report = tmp_path / "report.jsonl"
+
+    def run_job():
+        assert main(["--input", root, "--in-place", "--commit-batch-files", "4",
+                     "--report", str(report)], spark=spark) == 0
+        return [json.loads(line) for line in report.read_text().splitlines()]
+
+    check_job(root, run_job)
+
+
+def test_job_on_s3(spark, s3_server, s3_bucket):
+    # The workers may predate the moto fixture's AWS_* variables (as in test_job's s3_spark).
+    spark.sparkContext.environment.update({k: os.environ[k] for k in s3h._ENV})
+    root = f"s3://{s3_bucket}/lake/t"
+    options = s3h.storage_options(s3_server)
+    make_table(root, options)
+    report = []
+
+    def run_job():
+        path = f"s3://{s3_bucket}/report.jsonl"
+        assert main(["--input", root, "--in-place", "--commit-batch-files", "4",
+                     "--s3-endpoint-url", s3_server, "--report", path], spark=spark) == 0
+        fs, inner = resolve(path, None, options)
+        with fs.open(inner, "rb") as f:
+            report[:] = [json.loads(line) for line in f.read().decode().splitlines()]
+        return report
+
+    check_job(root, run_job, options)
+
+
+def test_table_format_flag_needs_a_table_and_in_place(spark, tmp_path):
+    (tmp_path / "plain").mkdir()
+    pq.write_table(_rows(0, 10), tmp_path / "plain" / "x.parquet")
+    assert main(["--input", str(tmp_path / "plain"), "--in-place", "--table-format", "delta"],
+                spark=spark) == 2
+    root = str(tmp_path / "t")
+    make_table(root)
+    assert main(["--input", root, "--output", str(tmp_path / "o"), "--table-format", "delta"],
+                spark=spark) == 2
+
+
+# --------------------------------------------------------------------------- races
+
+def _append(root):
+    write_deltalake(root, _rows(9000, 300), mode="append", partition_by=["p"])
+
+
+def _delete(root):
+    DeltaTable(root).delete("p = 'a'")
+
+
+def _overwrite(root):
+    write_deltalake(root, _rows(7000, 50), mode="overwrite", partition_by=["p"])
+
+
+def _compact(root):
+    DeltaTable(root).optimize.compact()
+
+
+def _second_retrofit(root):
+    assert retrofit_table(root)[2].version is not None
+
+
+@pytest.mark.parametrize("race", [_append, _delete, _overwrite, _compact, _second_retrofit])
+def test_concurrent_writer(tmp_path, race):
+    root = str(tmp_path / "t")
+    make_table(root)
+    fired = []
+
+    def before_commit(attempt):
+        if not fired:
+            fired.append(attempt)
+            race(root)
+            expected.extend(rows(root))
+
+    expected: list[tuple] = []
+    run, records, result = retrofit_table(root, before_commit)
+    assert result.attempts == 2  # the race failed our first attempt; we reloaded
+    assert rows(root) == expected  # no row lost, none duplicated
+    assert len(set(rows(root))) == len(expected)
+    active = {f for f in delta.snapshot(DeltaTable(root), root, {}).files}
+    for path in result.replaced:
+        assert path not in active
+    for path, reason in result.changed.items():
+        assert path not in active and reason
+    assert len(result.replaced) + len(result.changed) == len(run.files)
+    if race is _append:
+        assert not result.changed
+    else:
+        assert result.changed
+    if race is _second_retrofit:
+        assert not result.replaced
+    assert_indexed(root) if race in (_append, _second_retrofit) else None
+
+
+# --------------------------------------------------------------------------- deletion vectors
+
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def _z85(data: bytes) -> str:
+    out = []
+    for i in range(0, len(data), 4):
+        n = int.from_bytes(data[i:i + 4], "big")
+        out.append("".join(Z85[n // 85 ** k % 85] for k in range(4, -1, -1)))
+    return "".join(out)
+
+
+def add_inline_deletion_vector(root: str, deleted_rows: list[int]) -> str:
+    """Commit a deletion vector (inline, per the Delta protocol) on the table's first file."""
+    from pyroaring import BitMap
+
+    dt = DeltaTable(root)
+    data = next(iter(sorted(delta.snapshot(dt, root, {}).files.values(), key=lambda f: f.path)))
+    bitmap = struct.pack("<iQI", 1681511377, 1, 0) + BitMap(deleted_rows).serialize()
+    padded = bitmap + b"\0" * (-len(bitmap) % 4)
+    dv = {"storageType": "i", "pathOrInlineDv": _z85(padded), "sizeInBytes": len(bitmap),
+          "cardinality": len(deleted_rows)}
+    add = {"path": data.path, "partitionValues": data.partition_values, "size": data.size,
+           "modificationTime": data.modification_time, "dataChange": True, "stats": data.stats,
+           "deletionVector": dv}
+    remove = {"path": data.path, "dataChange": True, "deletionTimestamp": 1, "size": data.size,
+              "partitionValues": data.partition_values, "extendedFileMetadata": True}
+    version = dt.version() + 1
+    with open(f"{root}/_delta_log/{version:020d}.json", "w") as f:
+        f.write(json.dumps({"commitInfo": {"operation": "DELETE"}}) + "\n")
+        f.write(json.dumps({"remove": remove}) + "\n" + json.dumps({"add": add}) + "\n")
+    return data.path
+
+
+def test_files_with_deletion_vectors_are_left_alone(tmp_path):
+    root = str(tmp_path / "t")
+    write_deltalake(root, _rows(0, 3000), partition_by=["p"], writer_properties=NO_COLUMN_INDEX,
+                    configuration={"delta.enableDeletionVectors": "true"})
+    path = add_inline_deletion_vector(root, [0, 1, 2])
+    before = rows(root)
+    assert len(before) == 3000 - 3  # deltalake applies the vector
+    run = lake.plan(root, JobOptions())
+    assert [r["reason"] for r in run.skipped] == [lake.DELETION_VECTOR]
+    assert [r["status"] for r in run.skipped] == [SKIPPED]
+    records = [process_file(f, run.options) for f in run.files]
+    out, text = lake.commit_run(run, records, 1000)
+    assert "2 files replaced, 1 skipped" in text
+    after = delta.snapshot(DeltaTable(root), root, {}).files
+    assert after[path].deletion_vector
+    assert rows(root) == before
+    assert all(r["status"] != CHANGED for r in out)
+
+
+def test_table_needing_writer_features_delta_rs_lacks_is_refused(tmp_path):
+    root = str(tmp_path / "t")
+    write_deltalake(root, _rows(0, 300), writer_properties=NO_COLUMN_INDEX)
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
+                "writerFeatures": ["rowTracking", "domainMetadata"]}
+    with open(f"{root}/_delta_log/{1:020d}.json", "w") as f:
+        f.write(json.dumps({"commitInfo": {}}) + "\n" + json.dumps({"protocol": protocol}) + "\n")
+    run = lake.plan(root, JobOptions())
+    out, text = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    assert [r["status"] for r in out] == ["failed"]
+    assert "RowTracking" in out[0]["reason"] and "nothing committed" in text
+    assert DeltaTable(root).version() == 1
