@@ -1,0 +1,134 @@
+"""A serialized bloom filter: the Thrift BloomFilterHeader followed by its bitset.
+
+Builds the bytes a chunk's filter takes in the tail, and reads one back from a file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pageindex.errors import MalformedFileError, PageIndexError, UnsupportedFileError
+from pageindex.format.schema import PT
+from pageindex.format.thrift import Field, Struct, T, decode_struct, encode_struct
+from pageindex.index.bloom.chunk_hashes import chunk_hashes
+from pageindex.index.bloom.hashing import xxh64_binary, xxh64_u32, xxh64_u64
+from pageindex.index.bloom.sbbf import (
+    DEFAULT_FPP,
+    DEFAULT_MAX_BYTES,
+    MAX_BYTES,
+    MIN_BYTES,
+    build,
+    contains,
+    optimal_bytes,
+)
+from pageindex.io.storage import Source
+
+
+class BH:
+    """BloomFilterHeader field ids; each union below has its only member at id 1."""
+
+    NUM_BYTES, ALGORITHM, HASH, COMPRESSION = 1, 2, 3, 4
+    BLOCK = XXHASH = UNCOMPRESSED = 1
+
+
+# The header is a handful of bytes; a reader takes this much first when field 15 is absent.
+HEADER_READ = 256
+# (union field, its member, name): each member is an empty struct.
+_UNIONS = ((BH.ALGORITHM, BH.BLOCK, "algorithm"), (BH.HASH, BH.XXHASH, "hash"),
+           (BH.COMPRESSION, BH.UNCOMPRESSED, "compression"))
+
+
+@dataclass(frozen=True)
+class BloomFilter:
+    """A filter's bitset (little-endian uint32 words) and the distinct values it was built from
+    (None when read from a file: the count is not stored)."""
+
+    words: np.ndarray
+    ndv: int | None = None
+
+    @property
+    def num_bytes(self) -> int:
+        return 4 * len(self.words)
+
+    def header(self) -> bytes:
+        fields = [Field(BH.NUM_BYTES, T.I32, self.num_bytes)]
+        fields += [Field(fid, T.STRUCT, Struct((Field(member, T.STRUCT, Struct()),))) for fid, member, _ in _UNIONS]
+        return encode_struct(Struct(tuple(fields)))
+
+    def to_bytes(self) -> bytes:
+        """Header then bitset: what the tail holds and ColumnMetaData.bloom_filter_length counts."""
+        return self.header() + self.words.astype("<u4", copy=False).tobytes()
+
+    def might_contain_hashes(self, hashes: np.ndarray) -> np.ndarray:
+        return contains(self.words, hashes)
+
+
+def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: float = DEFAULT_FPP,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> BloomFilter:
+    """A chunk's filter, sized for its exact distinct count."""
+    hashes = chunk_hashes(values, physical_type)
+    return BloomFilter(build(hashes, optimal_bytes(len(hashes), fpp, max_bytes)), len(hashes))
+
+
+def might_contain(bloom: BloomFilter, value: object, physical_type: int) -> bool:
+    """Whether `value` (int, float, bytes or str, as the column stores it) may be in the chunk;
+    False means it is certainly absent."""
+    return bool(bloom.might_contain_hashes(np.array([probe_hash(value, physical_type)]))[0])
+
+
+_SCALARS = {PT.INT32: np.int32, PT.INT64: np.int64, PT.FLOAT: np.float32, PT.DOUBLE: np.float64}
+
+
+def probe_hash(value: object, physical_type: int) -> np.uint64:
+    """The hash of one value's plain bytes, exactly as given (a probe adds no other zero or NaN)."""
+    if physical_type in (PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY):
+        raw = value.encode() if isinstance(value, str) else bytes(value)
+        lengths = np.array([len(raw)], dtype=np.int64)
+        return xxh64_binary(np.frombuffer(raw, dtype=np.uint8), np.zeros(1, np.int64), lengths)[0]
+    if physical_type not in _SCALARS:
+        raise ValueError(f"no bloom filter probe for physical type {PT.NAMES[physical_type]}")
+    word = np.array([value], dtype=_SCALARS[physical_type])
+    return (xxh64_u32 if word.itemsize == 4 else xxh64_u64)(word)[0]
+
+
+def parse_filter(buf: bytes | memoryview, length: int | None = None) -> BloomFilter:
+    """A filter from its bytes (header then bitset). With `length` (field 15) the bytes must be
+    exactly header + bitset."""
+    num_bytes, pos = _header(buf)
+    if length is not None and length != pos + num_bytes:
+        raise MalformedFileError(f"bloom filter length {length} is not header {pos} + bitset {num_bytes}")
+    if len(buf) < pos + num_bytes:
+        raise MalformedFileError(f"bloom filter bitset ends after {len(buf) - pos} of {num_bytes} bytes")
+    return BloomFilter(np.frombuffer(bytes(buf[pos:pos + num_bytes]), dtype="<u4"))
+
+
+def read_filter(source: Source, offset: int, length: int | None) -> BloomFilter:
+    """A chunk's filter from ColumnMetaData fields 14 (offset) and 15 (length): one read when
+    the length is known, else the header first and then the bitset."""
+    try:
+        if length is not None:
+            return parse_filter(source.read(offset, length, "bloom filter"), length)
+        head = source.read(offset, min(HEADER_READ, source.size - offset), "bloom filter")
+        num_bytes, pos = _header(head)
+        return parse_filter(head[:pos] + source.read(offset + pos, num_bytes, "bloom filter"))
+    except PageIndexError as err:
+        raise err.located(path=source.path, offset=offset) from None
+
+
+def _header(buf: bytes | memoryview) -> tuple[int, int]:
+    """The bitset size a BloomFilterHeader declares, and where the bitset starts."""
+    try:
+        header, pos = decode_struct(buf)
+    except PageIndexError as err:
+        raise MalformedFileError(f"bloom filter header: {err.reason}") from None
+    num_bytes = header.get(BH.NUM_BYTES)
+    if not isinstance(num_bytes, int) or not MIN_BYTES <= num_bytes <= MAX_BYTES or num_bytes & (num_bytes - 1):
+        raise MalformedFileError(f"bloom filter numBytes {num_bytes!r} is not a power of two in "
+                                 f"[{MIN_BYTES}, {MAX_BYTES}]")
+    for fid, member, name in _UNIONS:
+        union = header.get(fid)
+        if not isinstance(union, Struct) or [f.id for f in union.fields] != [member]:
+            raise UnsupportedFileError(f"bloom filter {name} is not the one Parquet defines")
+    return num_bytes, pos

@@ -1,0 +1,94 @@
+"""The distinct XXH64 hashes a column chunk's values put in its bloom filter.
+
+Each value is hashed over its plain-encoded bytes; nulls are skipped and booleans get no filter.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from pageindex.format.schema import PT
+from pageindex.index.bloom.hashing import xxh64_binary, xxh64_fixed, xxh64_u32, xxh64_u64
+
+# INT96 is left out: Arrow decodes it to nanoseconds, which need not round-trip to its 12 bytes.
+ELIGIBLE = frozenset({PT.INT32, PT.INT64, PT.FLOAT, PT.DOUBLE, PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY})
+
+# An engine probes with the literal's bytes: 0.0 must find -0.0 and the other way round, and a
+# NaN literal is the canonical quiet NaN whatever payload the data holds.
+FLOAT_ZEROS = np.array([0x00000000, 0x80000000], dtype=np.uint32)
+DOUBLE_ZEROS = np.array([0, 1 << 63], dtype=np.uint64)
+FLOAT_NAN = np.uint32(0x7FC00000)
+DOUBLE_NAN = np.uint64(0x7FF8000000000000)
+
+
+def eligible(physical_type: int) -> bool:
+    return physical_type in ELIGIBLE
+
+
+def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int) -> np.ndarray:
+    """Sorted distinct hashes of the non-null values (their count is the chunk's distinct count,
+    barring a 64-bit collision, which would set the same bits anyway)."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    parts = [_hashes(chunk, physical_type) for chunk in chunks if len(chunk)]
+    return distinct(np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64))
+
+
+def distinct(hashes: np.ndarray) -> np.ndarray:
+    """Sorted unique values (np.unique is far slower on uint64 than a sort and a compare)."""
+    out = np.sort(hashes)
+    if len(out) < 2:
+        return out
+    keep = np.empty(len(out), dtype=bool)
+    keep[0] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
+
+
+def _hashes(array: pa.Array, physical_type: int) -> np.ndarray:
+    if isinstance(array, pa.DictionaryArray):
+        indices = array.indices.drop_null().to_numpy(zero_copy_only=False)
+        return _hashes(array.dictionary, physical_type)[np.unique(indices)]
+    array = array.drop_null() if array.null_count else array
+    if pa.types.is_integer(array.type) and array.type.bit_width < 32:
+        array = array.cast(pa.int32())  # INT8/16 and UINT8/16 are stored as INT32 (extended)
+    if physical_type in (PT.INT32, PT.FLOAT):
+        return xxh64_u32(_float_extras(_words(array, 4, np.uint32), FLOAT_ZEROS, FLOAT_NAN, 8, 23)
+                         if physical_type == PT.FLOAT else _words(array, 4, np.uint32))
+    if physical_type in (PT.INT64, PT.DOUBLE):
+        return xxh64_u64(_float_extras(_words(array, 8, np.uint64), DOUBLE_ZEROS, DOUBLE_NAN, 11, 52)
+                         if physical_type == PT.DOUBLE else _words(array, 8, np.uint64))
+    if physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+        width = array.type.byte_width
+        data = _buffer(array, 1, np.uint8)[array.offset * width:(array.offset + len(array)) * width]
+        return xxh64_fixed(data, width)
+    if physical_type == PT.BYTE_ARRAY:
+        large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
+        offsets = _buffer(array, 1, np.int64 if large else np.int32)[array.offset:array.offset + len(array) + 1]
+        offsets = offsets.astype(np.int64)
+        return xxh64_binary(_buffer(array, 2, np.uint8), offsets[:-1], np.diff(offsets))
+    raise ValueError(f"no bloom filter for physical type {PT.NAMES[physical_type]}")
+
+
+def _buffer(array: pa.Array, index: int, dtype: type) -> np.ndarray:
+    buf = array.buffers()[index]
+    return np.empty(0, dtype=dtype) if buf is None else np.frombuffer(buf, dtype=dtype)
+
+
+def _words(array: pa.Array, width: int, dtype: type) -> np.ndarray:
+    """The values' plain bytes as unsigned words (floats by bit pattern)."""
+    if array.type.bit_width != 8 * width:
+        raise ValueError(f"{array.type} values are not {width}-byte words")
+    return _buffer(array, 1, dtype)[array.offset:array.offset + len(array)]
+
+
+def _float_extras(bits: np.ndarray, zeros: np.ndarray, nan: np.unsignedinteger, exponent_bits: int,
+                  mantissa_bits: int) -> np.ndarray:
+    """The bit patterns plus both zeros when either occurs and the canonical NaN when any NaN does."""
+    magnitude = bits & ~zeros[1]
+    extras = []
+    if np.any(magnitude == 0):
+        extras.append(zeros)
+    exponent_mask = ((1 << exponent_bits) - 1) << mantissa_bits
+    if np.any(magnitude > type(nan)(exponent_mask)):
+        extras.append(np.array([nan], dtype=bits.dtype))
+    return np.concatenate([bits, *extras]) if extras else bits
