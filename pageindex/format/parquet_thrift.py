@@ -282,6 +282,24 @@ class BloomFilterHeader(_Fields):
     COMPRESSION = 4, T.STRUCT
 
 
+class BloomFilterAlgorithm(_Fields):
+    """A union of empty structs."""
+
+    BLOCK = 1, T.STRUCT
+
+
+class BloomFilterHash(_Fields):
+    """A union of empty structs."""
+
+    XXHASH = 1, T.STRUCT
+
+
+class BloomFilterCompression(_Fields):
+    """A union of empty structs."""
+
+    UNCOMPRESSED = 1, T.STRUCT
+
+
 # ---------------------------------------------------------------- page headers
 
 

@@ -10,8 +10,14 @@ import numpy as np
 import pyarrow as pa
 
 from pageindex.errors import MalformedFileError, PageIndexError, UnsupportedFileError
-from pageindex.format.schema import PT
-from pageindex.format.thrift import Field, Struct, T, decode_struct, encode_struct
+from pageindex.format.parquet_thrift import (
+    BloomFilterAlgorithm,
+    BloomFilterCompression,
+    BloomFilterHash,
+    BloomFilterHeader,
+    Type,
+)
+from pageindex.format.thrift import Struct, decode_struct, encode_struct
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.hashing import xxh64_binary, xxh64_u32, xxh64_u64
 from pageindex.index.bloom.sbbf import (
@@ -25,19 +31,12 @@ from pageindex.index.bloom.sbbf import (
 )
 from pageindex.io.storage import Source
 
-
-class BH:
-    """BloomFilterHeader field ids; each union below has its only member at id 1."""
-
-    NUM_BYTES, ALGORITHM, HASH, COMPRESSION = 1, 2, 3, 4
-    BLOCK = XXHASH = UNCOMPRESSED = 1
-
-
 # The header is a handful of bytes; a reader takes this much first when field 15 is absent.
 HEADER_READ = 256
 # (union field, its member, name): each member is an empty struct.
-_UNIONS = ((BH.ALGORITHM, BH.BLOCK, "algorithm"), (BH.HASH, BH.XXHASH, "hash"),
-           (BH.COMPRESSION, BH.UNCOMPRESSED, "compression"))
+_UNIONS = ((BloomFilterHeader.ALGORITHM, BloomFilterAlgorithm.BLOCK, "algorithm"),
+           (BloomFilterHeader.HASH, BloomFilterHash.XXHASH, "hash"),
+           (BloomFilterHeader.COMPRESSION, BloomFilterCompression.UNCOMPRESSED, "compression"))
 
 
 @dataclass(frozen=True)
@@ -53,9 +52,11 @@ class BloomFilter:
         return 4 * len(self.words)
 
     def header(self) -> bytes:
-        fields = [Field(BH.NUM_BYTES, T.I32, self.num_bytes)]
-        fields += [Field(fid, T.STRUCT, Struct((Field(member, T.STRUCT, Struct()),))) for fid, member, _ in _UNIONS]
-        return encode_struct(Struct(tuple(fields)))
+        return encode_struct(BloomFilterHeader.make(
+            NUM_BYTES=self.num_bytes,
+            ALGORITHM=BloomFilterAlgorithm.make(BLOCK=Struct()),
+            HASH=BloomFilterHash.make(XXHASH=Struct()),
+            COMPRESSION=BloomFilterCompression.make(UNCOMPRESSED=Struct())))
 
     def to_bytes(self) -> bytes:
         """Header then bitset: what the tail holds and ColumnMetaData.bloom_filter_length counts."""
@@ -78,17 +79,17 @@ def might_contain(bloom: BloomFilter, value: object, physical_type: int) -> bool
     return bool(bloom.might_contain_hashes(np.array([probe_hash(value, physical_type)]))[0])
 
 
-_SCALARS = {PT.INT32: np.int32, PT.INT64: np.int64, PT.FLOAT: np.float32, PT.DOUBLE: np.float64}
+_SCALARS = {Type.INT32: np.int32, Type.INT64: np.int64, Type.FLOAT: np.float32, Type.DOUBLE: np.float64}
 
 
 def probe_hash(value: object, physical_type: int) -> np.uint64:
     """The hash of one value's plain bytes, exactly as given (a probe adds no other zero or NaN)."""
-    if physical_type in (PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY):
+    if physical_type in (Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY):
         raw = value.encode() if isinstance(value, str) else bytes(value)
         lengths = np.array([len(raw)], dtype=np.int64)
         return xxh64_binary(np.frombuffer(raw, dtype=np.uint8), np.zeros(1, np.int64), lengths)[0]
     if physical_type not in _SCALARS:
-        raise ValueError(f"no bloom filter probe for physical type {PT.NAMES[physical_type]}")
+        raise ValueError(f"no bloom filter probe for physical type {Type.name(physical_type)}")
     word = np.array([value], dtype=_SCALARS[physical_type])
     return (xxh64_u32 if word.itemsize == 4 else xxh64_u64)(word)[0]
 
@@ -123,7 +124,7 @@ def _header(buf: bytes | memoryview) -> tuple[int, int]:
         header, pos = decode_struct(buf)
     except PageIndexError as err:
         raise MalformedFileError(f"bloom filter header: {err.reason}") from None
-    num_bytes = header.get(BH.NUM_BYTES)
+    num_bytes = header.get(BloomFilterHeader.NUM_BYTES)
     if not isinstance(num_bytes, int) or not MIN_BYTES <= num_bytes <= MAX_BYTES or num_bytes & (num_bytes - 1):
         raise MalformedFileError(f"bloom filter numBytes {num_bytes!r} is not a power of two in "
                                  f"[{MIN_BYTES}, {MAX_BYTES}]")
