@@ -665,11 +665,12 @@ def test_every_command_reaches_an_s3_compatible_endpoint(how, s3_server, s3_buck
 def test_without_an_endpoint_s3_is_not_reached(tmp_path):
     """The flag above is what made the difference: with neither, the CLI fails cleanly."""
     env = {"AWS_ENDPOINT_URL_S3": None, "AWS_ENDPOINT_URL": None, "AWS_ACCESS_KEY_ID": "x",
-           "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_MAX_ATTEMPTS": "1", "AWS_DEFAULT_REGION": "us-east-1"}
+           "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
+    # One attempt (a nested storage option over pageindex's retry defaults): nothing listens there.
     proc = _run_cli_env(env, "verify", "s3://no-such-bucket-pageindex/x.parquet", "--s3-endpoint-url",
-                        "http://127.0.0.1:9")
+                        "http://127.0.0.1:9", "--storage-option", "config_kwargs.retries.max_attempts=1")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "StorageError" in proc.stderr and "EndpointConnectionError" in proc.stderr
 
 
 def test_storage_option_syntax_errors_are_usage_errors():
