@@ -9,7 +9,7 @@ import posixpath
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import unquote
 
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pageindex.errors import StorageError, UnsupportedFileError
 from pageindex.io.storage import normalize_url, resolve
+from pageindex.table.replacement import CommitResult, Replacement
 from pageindex.version import __version__
 
 LOG_DIR = "_delta_log"
@@ -45,23 +46,6 @@ class Snapshot:
     version: int
     files: dict[str, DataFile]
     partition_columns: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """An indexed copy (`new_path`, `new_size` bytes) written for the active file `old`."""
-
-    old: DataFile
-    new_path: str
-    new_size: int
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    version: int | None  # None: nothing left to commit
-    replaced: tuple[str, ...]
-    changed: dict[str, str] = field(default_factory=dict)  # old path -> why it was left out
-    attempts: int = 0
 
 
 def is_table(root: str, storage_options: dict[str, Any]) -> bool:

@@ -19,8 +19,9 @@ from deltalake import ColumnProperties, DeltaTable, QueryBuilder, WriterProperti
 
 from pageindex.io.storage import resolve  # noqa: E402
 from pageindex.job import lake  # noqa: E402
-from pageindex.job.process import CHANGED, INDEXED, SKIPPED, JobOptions, process_file  # noqa: E402
+from pageindex.job.process import JobOptions, process_file  # noqa: E402
 from pageindex.job.spark import main  # noqa: E402
+from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import delta  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 
@@ -86,7 +87,7 @@ def retrofit_table(root: str, before_commit=None, batch: int = 1000, options: di
     records = [process_file(f, run.options) for f in run.files]
     hook = {"before_commit": before_commit} if before_commit else {}
     replacements = [delta.Replacement(run.planned[r["path"]][0], run.planned[r["path"]][1], r["bytes_out"])
-                    for r in records if r["status"] == INDEXED]
+                    for r in records if r["status"] == Status.INDEXED]
     return run, records, delta.commit(root, run.options.storage_options, replacements[:batch], **hook)
 
 
@@ -256,14 +257,14 @@ def test_files_with_deletion_vectors_are_left_alone(tmp_path):
     assert len(before) == 3000 - 3  # deltalake applies the vector
     run = lake.plan(root, JobOptions())
     assert [r["reason"] for r in run.skipped] == [lake.DELETION_VECTOR]
-    assert [r["status"] for r in run.skipped] == [SKIPPED]
+    assert [r["status"] for r in run.skipped] == [Status.SKIPPED]
     records = [process_file(f, run.options) for f in run.files]
     out, text = lake.commit_run(run, records, 1000)
     assert "2 files replaced, 1 skipped" in text
     after = delta.snapshot(DeltaTable(root), root, {}).files
     assert after[path].deletion_vector
     assert rows(root) == before
-    assert all(r["status"] != CHANGED for r in out)
+    assert all(r["status"] != Status.CHANGED for r in out)
 
 
 def test_table_needing_writer_features_delta_rs_lacks_is_refused(tmp_path):
