@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pageindex.errors import StorageError, UnsupportedFileError
-from pageindex.table.replacement import CommitResult, Replacement
+from pageindex.table.replacement import COMMIT_ATTEMPTS, CommitResult, Replacement, drop_changed, gave_up
 from pageindex.version import __version__
 
-COMMIT_ATTEMPTS = 20
 SNAPSHOT_PROPERTY = "pageindex"
 # The Iceberg spec's reserved field id of a position delete file's `file_path` column: its
 # bounds say which data files the delete file can name.
@@ -152,11 +151,7 @@ def commit(name: str, replacements: list[Replacement],
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = load_table(name)
         current = snapshot(table, name)
-        for path in list(pending):
-            reason = why_changed(current.files.get(path), pending[path].old)
-            if reason:
-                changed[path] = reason
-                del pending[path]
+        drop_changed(pending, current.files, why_changed, changed)
         if not pending:
             return CommitResult(None, (), changed, attempt)
         if before_commit is not None:
@@ -171,5 +166,4 @@ def commit(name: str, replacements: list[Replacement],
         except (CommitFailedException, ValidationException):
             continue  # a concurrent commit: reload and recheck
         return CommitResult(overwrite.snapshot_id, tuple(sorted(pending)), changed, attempt)
-    raise StorageError(f"gave up after {COMMIT_ATTEMPTS} commit attempts: the table changes "
-                       "faster than a batch commits (try a smaller --commit-batch-files)", path=name)
+    raise gave_up(name)

@@ -29,6 +29,7 @@ from pageindex.job.spark import main  # noqa: E402
 from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import iceberg  # noqa: E402
 from pageindex.table.replacement import Replacement  # noqa: E402
+from tests.helpers import s3 as s3h  # noqa: E402
 
 NAME = "lake.db.t"
 
@@ -39,12 +40,11 @@ def _rows(first: int, n: int) -> pa.Table:
                      "s": [f"s{i % 37:03d}" for i in range(first, first + n)]})
 
 
-@pytest.fixture
-def table(tmp_path, monkeypatch):
+def make_table(monkeypatch, tmp_path, warehouse: str, **properties: str):
     """A partitioned table with four snapshots: two appends, a delete (files rewritten), an append."""
-    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
-    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__URI", f"sqlite:///{tmp_path}/catalog.db")
-    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__WAREHOUSE", f"file://{tmp_path}/warehouse")
+    settings = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": warehouse, **properties}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{key.upper()}", value)
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads them at import
     catalog = load_catalog("lake")
     catalog.create_namespace("db")
@@ -60,6 +60,11 @@ def table(tmp_path, monkeypatch):
     return t
 
 
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    return make_table(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse")
+
+
 def load():
     return iceberg.load_table(NAME)
 
@@ -73,9 +78,9 @@ def every_snapshot() -> dict[int, list[tuple]]:
     return {s.snapshot_id: rows(s.snapshot_id) for s in load().snapshots()}
 
 
-def assert_indexed() -> None:
+def assert_indexed(options: dict | None = None) -> None:
     for task in load().scan().plan_files():
-        fs, path = resolve(task.file.file_path, None, {})
+        fs, path = resolve(task.file.file_path, None, options or {})
         with fs.open(path, "rb") as f:
             meta = pq.ParquetFile(f).metadata
         assert meta.num_row_groups
@@ -85,9 +90,9 @@ def assert_indexed() -> None:
                 assert chunk.has_offset_index and chunk.has_column_index, task.file.file_path
 
 
-def retrofit_table(before_commit=None):
+def retrofit_table(before_commit=None, options: dict | None = None):
     """The job's three steps without Spark: plan, write copies, commit."""
-    run = lake.plan_iceberg(NAME, True, JobOptions())
+    run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options or {}))
     records = [process_file(f, run.options) for f in run.files]
     replacements = [Replacement(*run.planned[r["path"]], r["bytes_out"]) for r in records if r["status"] == Status.INDEXED]
     return run, records, iceberg.commit(NAME, replacements, before_commit)
@@ -110,6 +115,22 @@ def test_retrofit_commits_one_snapshot_of_copies(table):
     for snapshot_id, expected in before.items():  # the old snapshots still read the old files
         assert rows(snapshot_id) == expected
     assert retrofit_table()[2].version is None  # nothing left to do
+
+
+def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
+    make_table(monkeypatch, tmp_path, f"s3://{s3_bucket}/warehouse", **{
+        "s3__endpoint": s3_server, "s3__access-key-id": s3h.ACCESS_KEY,
+        "s3__secret-access-key": s3h.SECRET_KEY, "s3__region": s3h.REGION})
+    before = every_snapshot()
+    first = load().current_snapshot().snapshot_id
+    options = s3h.storage_options(s3_server)
+    run, records, result = retrofit_table(options=options)
+    assert len(result.replaced) == len(run.files) > 3 and result.version != first
+    assert_indexed(options)
+    assert rows() == before[first]
+    for snapshot_id, expected in before.items():
+        assert rows(snapshot_id) == expected
+    assert retrofit_table(options=options)[2].version is None
 
 
 def test_job_commits_in_batches(spark, table, tmp_path):
