@@ -1,4 +1,4 @@
-"""Table runs: plan a Delta table's files from its snapshot, commit the indexed copies in batches.
+"""Table runs: plan a Delta or Iceberg table's files from its snapshot, commit the copies in batches.
 
 Executors write each copy under a new name next to its original; only the driver commits.
 """
@@ -13,10 +13,12 @@ from pageindex.errors import PageIndexError, StorageError
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
-from pageindex.table import delta
+from pageindex.table import delta, iceberg
 from pageindex.table.naming import indexed_name
+from pageindex.table.replacement import CommitResult, Replacement
 
 DELTA = "delta"
+ICEBERG = "iceberg"
 TABLE_FORMATS = (DELTA,)
 DELETION_VECTOR = "has a deletion vector, which the new file could not carry (left as is)"
 
@@ -25,11 +27,12 @@ DELETION_VECTOR = "has a deletion vector, which the new file could not carry (le
 class TableRun:
     """What the driver planned: the files to copy and the log entries they replace."""
 
-    root: str
-    version: int
+    format: str
+    table: str  # delta: the table root; iceberg: CATALOG.NAMESPACE.TABLE
+    version: int | None  # the Delta version or Iceberg snapshot id planned from
     options: JobOptions  # output = the table root: each copy's `relative` is its path below it
     files: tuple[InputFile, ...]
-    planned: dict[str, tuple[delta.DataFile, str]]  # old URL -> (its log entry, the copy's log path)
+    planned: dict[str, tuple[Any, str]]  # old URL -> (its log entry, the path the log gets for the copy)
     skipped: tuple[dict[str, Any], ...]
 
 
@@ -63,7 +66,30 @@ def plan(root: str, options: JobOptions) -> TableRun:
         new_path = indexed_name(data.path, data.size, options.truncate_length, options.trust_page_stats)
         files.append(InputFile(url, data.size, unquote(new_path)))
         planned[url] = (data, new_path)
-    return TableRun(root, snap.version, dataclasses.replace(options, output=root), tuple(files),
+    return TableRun(DELTA, root, snap.version, dataclasses.replace(options, output=root), tuple(files),
+                    planned, tuple(skipped))
+
+
+def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
+    """Plan from the current snapshot of the catalog table `name`; copies go next to their
+    originals, below the table location (files elsewhere are left alone)."""
+    if not in_place:
+        raise StorageError("--iceberg-table takes --in-place (the table gets a new snapshot, "
+                           "the old files stay for time travel)", path=name)
+    snap = iceberg.snapshot(iceberg.load_table(name), name)
+    root = snap.location.rstrip("/")
+    files, planned, skipped = [], {}, []
+    for entry in sorted(snap.files.values(), key=lambda e: e.path):
+        if entry.deleted_by:
+            skipped.append(_record(entry.path, entry.size, entry.deleted_by))
+            continue
+        if not entry.path.startswith(root + "/"):
+            skipped.append(_record(entry.path, entry.size, f"outside the table location {root} (left as is)"))
+            continue
+        new_path = indexed_name(entry.path, entry.size, options.truncate_length, options.trust_page_stats)
+        files.append(InputFile(entry.path, entry.size, new_path[len(root) + 1:]))
+        planned[entry.path] = (entry, new_path)
+    return TableRun(ICEBERG, name, snap.snapshot_id, dataclasses.replace(options, output=root), tuple(files),
                     planned, tuple(skipped))
 
 
@@ -80,10 +106,10 @@ def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
     commits = []
     for start in range(0, len(indexed), batch_files):
         batch = {r["path"]: r for r in indexed[start:start + batch_files]}
-        replacements = [delta.Replacement(run.planned[url][0], run.planned[url][1], r["bytes_out"])
+        replacements = [Replacement(run.planned[url][0], run.planned[url][1], r["bytes_out"])
                         for url, r in batch.items()]
         try:
-            result = delta.commit(run.root, run.options.storage_options, replacements)
+            result = _commit(run, replacements)
         except PageIndexError as err:
             for r in batch.values():
                 r.update(status=Status.FAILED, reason=f"commit: {err.message(with_path=False)}")
@@ -94,14 +120,24 @@ def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
         for path, reason in result.changed.items():
             by_log_path[path].update(status=Status.CHANGED, reason=f"not committed: {reason}")
         if result.version is not None:
-            commits.append(f"version {result.version} ({len(result.replaced)} files, "
+            commits.append(f"{_VERSION[run.format]} {result.version} ({len(result.replaced)} files, "
                            f"attempt {result.attempts})")
     out = sorted([*records, *run.skipped], key=lambda r: r["path"])
     for r in out:
         r.setdefault("table_version", None)
     replaced = sum(r["table_version"] is not None for r in out)
-    lines = [f"delta table {run.root}: planned at version {run.version}, {replaced} files replaced, "
+    lines = [f"{run.format} table {run.table}: planned at {_VERSION[run.format]} {run.version}, "
+             f"{replaced} files replaced, "
              f"{sum(r['status'] == Status.SKIPPED for r in out)} skipped, "
              f"{sum(r['status'] == Status.CHANGED for r in out)} changed"]
     lines += [f"  commit {c}" for c in commits] or ["  nothing committed"]
     return out, "\n".join(lines)
+
+
+_VERSION = {DELTA: "version", ICEBERG: "snapshot"}
+
+
+def _commit(run: TableRun, replacements: list[Replacement]) -> CommitResult:
+    if run.format == ICEBERG:
+        return iceberg.commit(run.table, replacements)
+    return delta.commit(run.table, run.options.storage_options, replacements)

@@ -36,6 +36,10 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--input", nargs="+", metavar="PATH",
                      help="files, directories (recursive), globs; local, file://, s3://, s3a://")
     src.add_argument("--table", metavar="DB.TABLE", help="a catalog table; its location is used")
+    src.add_argument("--iceberg-table", metavar="CATALOG.NAMESPACE.TABLE",
+                     help="an Iceberg table from the pyiceberg catalog configuration (.pyiceberg.yaml or "
+                          "PYICEBERG_CATALOG__* variables): with --in-place, index its current snapshot's "
+                          "files as new files and commit them as a new snapshot")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--in-place", action="store_true", help="replace each file atomically")
     mode.add_argument("--output", metavar="DIR", help="write indexed files here, mirroring the input tree")
@@ -59,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the input is a table root (detected from _delta_log/ otherwise): with "
                         "--in-place, index its snapshot's files as new files and commit them to its log")
     p.add_argument("--commit-batch-files", type=int, default=1000, metavar="N",
-                   help="table inputs: files replaced per commit (default 1000)")
+                   help="table inputs (Delta, --iceberg-table): files replaced per commit (default 1000)")
     p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
                    help="remove temporaries of dead attempts older than this (default 3600)")
     return p
@@ -122,6 +126,8 @@ def run(args: argparse.Namespace, spark: Any) -> int:
         stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
     )
     table = lake.plan_input(inputs, args.table_format, args.in_place, job_options) if args.input else None
+    if args.iceberg_table:
+        table, inputs = lake.plan_iceberg(args.iceberg_table, args.in_place, job_options), [args.iceberg_table]
     if table is None:
         found = discover(inputs, options)
         check_modes(found, args.in_place, (args.table, provider) if args.table else None)

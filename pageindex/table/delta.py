@@ -9,7 +9,7 @@ import posixpath
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import unquote
 
@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 
 from pageindex.errors import StorageError, UnsupportedFileError
 from pageindex.io.storage import normalize_url, resolve
+from pageindex.table.replacement import COMMIT_ATTEMPTS, CommitResult, Replacement, drop_changed, gave_up
 from pageindex.version import __version__
 
 LOG_DIR = "_delta_log"
-COMMIT_ATTEMPTS = 20
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
 _V2_CHECKPOINT = re.compile(r"^\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -45,23 +45,6 @@ class Snapshot:
     version: int
     files: dict[str, DataFile]
     partition_columns: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """An indexed copy (`new_path`, `new_size` bytes) written for the active file `old`."""
-
-    old: DataFile
-    new_path: str
-    new_size: int
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    version: int | None  # None: nothing left to commit
-    replaced: tuple[str, ...]
-    changed: dict[str, str] = field(default_factory=dict)  # old path -> why it was left out
-    attempts: int = 0
 
 
 def is_table(root: str, storage_options: dict[str, Any]) -> bool:
@@ -190,11 +173,7 @@ def commit(root: str, storage_options: dict[str, Any], replacements: list[Replac
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = open_table(root, storage_options)
         current = snapshot(table, root, storage_options)
-        for path in list(pending):
-            reason = why_changed(current.files.get(path), pending[path].old)
-            if reason:
-                changed[path] = reason
-                del pending[path]
+        drop_changed(pending, current.files, why_changed, changed)
         if not pending:
             return CommitResult(None, (), changed, attempt)
         if before_commit is not None:
@@ -212,8 +191,7 @@ def commit(root: str, storage_options: dict[str, Any], replacements: list[Replac
             raise UnsupportedFileError(f"delta-rs cannot write this table: {err}", path=root) from err
         return CommitResult(_committed_version(root, storage_options, current.version, tag),
                             tuple(sorted(pending)), changed, attempt)
-    raise StorageError(f"gave up after {COMMIT_ATTEMPTS} commit attempts: the table changes "
-                       "faster than a batch commits (try a smaller --commit-batch-files)", path=root)
+    raise gave_up(root)
 
 
 def _actions(replacements: Any) -> list[Any]:

@@ -19,7 +19,7 @@ from deltalake import ColumnProperties, DeltaTable, QueryBuilder, WriterProperti
 
 from pageindex.io.storage import resolve  # noqa: E402
 from pageindex.job import lake  # noqa: E402
-from pageindex.job.process import JobOptions, process_file
+from pageindex.job.process import JobOptions, process_file  # noqa: E402
 from pageindex.job.spark import main  # noqa: E402
 from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import delta  # noqa: E402

@@ -1,0 +1,239 @@
+"""Iceberg tables (pageindex.table.iceberg, pageindex.job.lake): the job plans from the current
+snapshot, writes indexed copies under new names and commits one snapshot per batch.
+
+A SqlCatalog on SQLite, configured the pyiceberg way (PYICEBERG_CATALOG__* variables); racing
+writers run inside the commit hook, between our reload and our commit, so each race is deterministic.
+"""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyiceberg")
+import pyiceberg.catalog  # noqa: E402
+from pyiceberg.catalog import load_catalog  # noqa: E402
+from pyiceberg.expressions import GreaterThanOrEqual  # noqa: E402
+from pyiceberg.manifest import DataFileContent  # noqa: E402
+from pyiceberg.transforms import IdentityTransform  # noqa: E402
+from pyiceberg.utils.config import Config  # noqa: E402
+
+from pageindex.errors import UnsupportedFileError  # noqa: E402
+from pageindex.io.storage import resolve  # noqa: E402
+from pageindex.job import lake  # noqa: E402
+from pageindex.job.process import JobOptions, process_file  # noqa: E402
+from pageindex.job.spark import main  # noqa: E402
+from pageindex.retrofit import Status  # noqa: E402
+from pageindex.table import iceberg  # noqa: E402
+from pageindex.table.replacement import Replacement  # noqa: E402
+from tests.helpers import s3 as s3h  # noqa: E402
+
+NAME = "lake.db.t"
+
+
+def _rows(first: int, n: int) -> pa.Table:
+    return pa.table({"p": [("a", "b", "c d")[i % 3] for i in range(first, first + n)],
+                     "id": pa.array(range(first, first + n), pa.int64()),
+                     "s": [f"s{i % 37:03d}" for i in range(first, first + n)]})
+
+
+def make_table(monkeypatch, tmp_path, warehouse: str, **properties: str):
+    """A partitioned table with four snapshots: two appends, a delete (files rewritten), an append."""
+    settings = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": warehouse, **properties}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{key.upper()}", value)
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads them at import
+    catalog = load_catalog("lake")
+    catalog.create_namespace("db")
+    schema = _rows(0, 1).schema
+    t = catalog.create_table("db.t", schema=schema)
+    field = t.schema().find_field("p")
+    with t.update_spec() as spec:
+        spec.add_field(field.name, IdentityTransform(), "p")
+    t.append(_rows(0, 3000))
+    t.append(_rows(3000, 900))
+    t.delete(GreaterThanOrEqual("id", 3500))
+    t.append(_rows(5000, 600))
+    return t
+
+
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    return make_table(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse")
+
+
+def load():
+    return iceberg.load_table(NAME)
+
+
+def rows(snapshot_id: int | None = None) -> list[tuple]:
+    t = load().scan(snapshot_id=snapshot_id).to_arrow()
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("p", "id", "s"))))
+
+
+def every_snapshot() -> dict[int, list[tuple]]:
+    return {s.snapshot_id: rows(s.snapshot_id) for s in load().snapshots()}
+
+
+def assert_indexed(options: dict | None = None) -> None:
+    for task in load().scan().plan_files():
+        fs, path = resolve(task.file.file_path, None, options or {})
+        with fs.open(path, "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+        assert meta.num_row_groups
+        for rg in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                chunk = meta.row_group(rg).column(c)
+                assert chunk.has_offset_index and chunk.has_column_index, task.file.file_path
+
+
+def retrofit_table(before_commit=None, options: dict | None = None):
+    """The job's three steps without Spark: plan, write copies, commit."""
+    run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options or {}))
+    records = [process_file(f, run.options) for f in run.files]
+    replacements = [Replacement(*run.planned[r["path"]], r["bytes_out"]) for r in records if r["status"] == Status.INDEXED]
+    return run, records, iceberg.commit(NAME, replacements, before_commit)
+
+
+def test_retrofit_commits_one_snapshot_of_copies(table):
+    before = every_snapshot()
+    first = load().current_snapshot().snapshot_id
+    old_files = {task.file.file_path for task in load().scan().plan_files()}
+    run, records, result = retrofit_table()
+    assert run.version == first and len(run.files) == len(old_files) > 3
+    assert result.attempts == 1 and set(result.replaced) == old_files and not result.changed
+    current = load().current_snapshot()
+    assert current.snapshot_id == result.version != first
+    assert current.summary["pageindex"]
+    new_files = {task.file.file_path for task in load().scan().plan_files()}
+    assert not new_files & old_files and all(".pageindex-" in f for f in new_files)
+    assert_indexed()
+    assert rows() == before[first]
+    for snapshot_id, expected in before.items():  # the old snapshots still read the old files
+        assert rows(snapshot_id) == expected
+    assert retrofit_table()[2].version is None  # nothing left to do
+
+
+def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
+    make_table(monkeypatch, tmp_path, f"s3://{s3_bucket}/warehouse", **{
+        "s3__endpoint": s3_server, "s3__access-key-id": s3h.ACCESS_KEY,
+        "s3__secret-access-key": s3h.SECRET_KEY, "s3__region": s3h.REGION})
+    before = every_snapshot()
+    first = load().current_snapshot().snapshot_id
+    options = s3h.storage_options(s3_server)
+    run, records, result = retrofit_table(options=options)
+    assert len(result.replaced) == len(run.files) > 3 and result.version != first
+    assert_indexed(options)
+    assert rows() == before[first]
+    for snapshot_id, expected in before.items():
+        assert rows(snapshot_id) == expected
+    assert retrofit_table(options=options)[2].version is None
+
+
+def test_job_commits_in_batches(spark, table, tmp_path):
+    first = load().current_snapshot().snapshot_id
+    expected = rows()
+    files = len(list(load().scan().plan_files()))
+    report = tmp_path / "report.jsonl"
+
+    def run_job():
+        assert main(["--iceberg-table", NAME, "--in-place", "--commit-batch-files", "4",
+                     "--report", str(report)], spark=spark) == 0
+        return [json.loads(line) for line in report.read_text().splitlines()]
+
+    records = run_job()
+    snapshots = [s.snapshot_id for s in load().snapshots()]
+    ours = snapshots[snapshots.index(first) + 1:]
+    assert len(ours) == -(-files // 4)
+    assert {r["table_version"] for r in records} == set(ours)
+    assert rows() == expected
+    assert_indexed()
+    run_job()
+    assert [s.snapshot_id for s in load().snapshots()] == snapshots
+
+
+def test_iceberg_table_needs_in_place(spark, table, tmp_path):
+    assert main(["--iceberg-table", NAME, "--output", str(tmp_path / "o")], spark=spark) == 2
+    assert main(["--iceberg-table", "lake.nope", "--in-place"], spark=spark) == 2
+
+
+def test_duckdb_iceberg_scan_does_not_load_offline():
+    pytest.skip("DuckDB's iceberg extension is downloaded at run time, which is not possible offline")
+
+
+# --------------------------------------------------------------------------- races
+
+def _append():
+    load().append(_rows(9000, 300))
+
+
+def _delete():
+    load().delete("p = 'a'")
+
+
+def _overwrite():
+    load().overwrite(_rows(7000, 50))
+
+
+def _second_retrofit():
+    assert retrofit_table()[2].version is not None
+
+
+@pytest.mark.parametrize("race", [_append, _delete, _overwrite, _second_retrofit])
+def test_concurrent_writer(table, race):
+    fired = []
+    expected: list[tuple] = []
+
+    def before_commit(attempt):
+        if not fired:
+            fired.append(attempt)
+            race()
+            expected.extend(rows())
+
+    run, records, result = retrofit_table(before_commit)
+    assert result.attempts == 2  # the race failed our first attempt; we reloaded
+    assert rows() == expected  # no row lost, none duplicated
+    current = {task.file.file_path for task in load().scan().plan_files()}
+    for path in [*result.replaced, *result.changed]:
+        assert path not in current
+    assert all(result.changed.values())
+    assert len(result.replaced) + len(result.changed) == len(run.files)
+    assert bool(result.changed) == (race is not _append)
+    if race is _second_retrofit:
+        assert not result.replaced
+    assert {run.planned[path][1] for path in result.replaced} <= current
+    if race is _second_retrofit:
+        assert_indexed()
+
+
+# --------------------------------------------------------------------------- delete files
+
+def _entry(path: str, content=DataFileContent.DATA, seq: int = 1, low: str | None = None,
+           high: str | None = None, partition=("a",)):
+    bounds = {iceberg.POSITION_DELETE_FILE_PATH_ID: (low or "").encode()} if low else {}
+    upper = {iceberg.POSITION_DELETE_FILE_PATH_ID: (high or "").encode()} if high else {}
+    return SimpleNamespace(sequence_number=seq, data_file=SimpleNamespace(
+        file_path=path, content=content, spec_id=0, partition=partition, lower_bounds=bounds, upper_bounds=upper))
+
+
+def test_delete_files_that_apply_keep_a_file_out():
+    data = _entry("s3://b/t/data/x.parquet", seq=2)
+    pos = DataFileContent.POSITION_DELETES
+    eq = DataFileContent.EQUALITY_DELETES
+    applies = iceberg._applying_delete
+    assert applies(data, [_entry("d1", pos, 2, "s3://b/t/data/x.parquet", "s3://b/t/data/x.parquet")])
+    assert applies(data, [_entry("d2", pos, 3)])  # no bounds: it may name the file
+    assert not applies(data, [_entry("d3", pos, 3, "s3://b/t/data/y", "s3://b/t/data/z")])
+    assert not applies(data, [_entry("d4", pos, 1)])  # older than the data file
+    assert not applies(data, [_entry("d5", pos, 3, partition=("b",))])
+    assert applies(data, [_entry("d6", eq, 3)])
+    assert not applies(data, [_entry("d7", eq, 2)])  # equality deletes need a higher sequence number
+
+
+def test_format_v3_is_refused(tmp_path):
+    v3 = SimpleNamespace(format_version=3)
+    with pytest.raises(UnsupportedFileError, match="v3"):
+        iceberg.snapshot(v3, NAME)
