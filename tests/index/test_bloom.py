@@ -13,8 +13,8 @@ import pytest
 import xxhash
 
 from pageindex.errors import MalformedFileError
-from pageindex.format.footer import F, read_footer
-from pageindex.format.schema import PT
+from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, Type
 from pageindex.index.bloom.blob import (
     BloomFilter,
     build_filter,
@@ -29,7 +29,6 @@ from pageindex.index.bloom.sbbf import build, expected_fpp, optimal_bytes
 from pageindex.io.storage import open_source
 from pageindex.scan.chunk_scan import scan_chunk
 
-CMD_BLOOM_OFFSET, CMD_BLOOM_LENGTH = 14, 15
 RNG = np.random.default_rng(27)
 
 
@@ -89,10 +88,10 @@ def pyarrow_filters(path: Path) -> dict[tuple[int, str], bytes]:
     with open_source(str(path)) as source:
         footer = read_footer(source)
     out = {}
-    for rg in footer.metadata.get(F.FMD_ROW_GROUPS).items:
-        for i, cc in enumerate(rg.get(F.RG_COLUMNS).items):
-            meta = cc.get(F.CC_META)
-            offset, length = meta.get(CMD_BLOOM_OFFSET), meta.get(CMD_BLOOM_LENGTH)
+    for rg in footer.metadata.get(FileMetaData.ROW_GROUPS).items:
+        for i, cc in enumerate(rg.get(RowGroup.COLUMNS).items):
+            meta = cc.get(ColumnChunk.META_DATA)
+            offset, length = meta.get(ColumnMetaData.BLOOM_FILTER_OFFSET), meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
             if offset is not None:
                 out[len(out) // len(footer.leaves), footer.leaves[i].dotted] = data[offset:offset + length]
     return out
@@ -199,25 +198,25 @@ def test_signed_zero_differs_from_pyarrow_by_the_other_zero(tmp_path):
     path = tmp_path / "zero.parquet"
     pq.write_table(pa.table({"x": values}), path, bloom_filter_options={"x": {"ndv": 600, "fpp": 0.01}})
     theirs = parse_filter(pyarrow_filters(path)[0, "x"])
-    ours = build_filter(values, PT.DOUBLE)
+    ours = build_filter(values, Type.DOUBLE)
     assert ours.ndv == 502 and ours.num_bytes == theirs.num_bytes
     assert not (ours.words == theirs.words).all()
-    plus_zero = build(np.array([probe_hash(0.0, PT.DOUBLE)]), theirs.num_bytes)
+    plus_zero = build(np.array([probe_hash(0.0, Type.DOUBLE)]), theirs.num_bytes)
     assert (ours.words == (theirs.words | plus_zero)).all()
 
 
 def test_dictionary_values_give_the_plain_filter():
     plain = pa.array([f"v{x}" for x in RNG.integers(0, 400, 3000)] + [None])
     encoded = pa.chunked_array([plain[:1000].dictionary_encode(), plain[1000:].dictionary_encode()])
-    assert (build_filter(encoded, PT.BYTE_ARRAY).words == build_filter(plain, PT.BYTE_ARRAY).words).all()
+    assert (build_filter(encoded, Type.BYTE_ARRAY).words == build_filter(plain, Type.BYTE_ARRAY).words).all()
 
 
 def test_sliced_arrays_hash_their_own_values():
     strings = pa.array([f"s{i}" for i in range(100)])
     ints = pa.array(np.arange(100, dtype=np.int64))
-    assert (chunk_hashes(strings[40:60], PT.BYTE_ARRAY) == chunk_hashes(pa.array([f"s{i}" for i in range(40, 60)]),
-                                                                       PT.BYTE_ARRAY)).all()
-    assert (chunk_hashes(ints[40:60], PT.INT64) == np.sort(xxh64_u64(np.arange(40, 60, dtype=np.int64)))).all()
+    assert (chunk_hashes(strings[40:60], Type.BYTE_ARRAY) == chunk_hashes(pa.array([f"s{i}" for i in range(40, 60)]),
+                                                                       Type.BYTE_ARRAY)).all()
+    assert (chunk_hashes(ints[40:60], Type.INT64) == np.sort(xxh64_u64(np.arange(40, 60, dtype=np.int64)))).all()
 
 
 # ---------------------------------------------------------------- membership
@@ -227,7 +226,7 @@ def test_sliced_arrays_hash_their_own_values():
 def test_no_false_negatives_and_absent_rate_near_fpp(fpp):
     present = RNG.permutation(1 << 24)[:20_000].astype(np.int64)
     absent = np.arange(1 << 24, (1 << 24) + 200_000, dtype=np.int64)
-    bloom = build_filter(pa.array(present), PT.INT64, fpp)
+    bloom = build_filter(pa.array(present), Type.INT64, fpp)
     assert bloom.might_contain_hashes(xxh64_u64(present)).all()
     rate = bloom.might_contain_hashes(xxh64_u64(absent)).mean()
     # Sizing rounds up to a power of two: the formula read backwards at the size is below fpp.
@@ -239,12 +238,12 @@ def test_no_false_negatives_and_absent_rate_near_fpp(fpp):
 
 def test_might_contain_every_type():
     cases = [
-        (PT.INT32, pa.array([-5, 0, 7, 2**31 - 1], pa.int32()), [-5, 7], [6, -6]),
-        (PT.INT64, pa.array([-(2**63), 1, 10**15]), [-(2**63), 10**15], [2, 3]),
-        (PT.FLOAT, pa.array([1.5, -2.25], pa.float32()), [1.5, -2.25], [1.25, 2.25]),
-        (PT.DOUBLE, pa.array([0.1, 1e300]), [0.1, 1e300], [0.2, -1e300]),
-        (PT.BYTE_ARRAY, pa.array(["", "ä", None]), ["", "ä", b""], ["a", " "]),
-        (PT.FIXED_LEN_BYTE_ARRAY, pa.array([b"\x00\x01", b"\xff\xfe"], pa.binary(2)), [b"\x00\x01"], [b"\x01\x00"]),
+        (Type.INT32, pa.array([-5, 0, 7, 2**31 - 1], pa.int32()), [-5, 7], [6, -6]),
+        (Type.INT64, pa.array([-(2**63), 1, 10**15]), [-(2**63), 10**15], [2, 3]),
+        (Type.FLOAT, pa.array([1.5, -2.25], pa.float32()), [1.5, -2.25], [1.25, 2.25]),
+        (Type.DOUBLE, pa.array([0.1, 1e300]), [0.1, 1e300], [0.2, -1e300]),
+        (Type.BYTE_ARRAY, pa.array(["", "ä", None]), ["", "ä", b""], ["a", " "]),
+        (Type.FIXED_LEN_BYTE_ARRAY, pa.array([b"\x00\x01", b"\xff\xfe"], pa.binary(2)), [b"\x00\x01"], [b"\x01\x00"]),
     ]
     for ptype, values, inside, outside in cases:
         bloom = build_filter(values, ptype, 0.0001)
@@ -252,12 +251,12 @@ def test_might_contain_every_type():
         assert not any(might_contain(bloom, v, ptype) for v in outside), ptype
 
 
-@pytest.mark.parametrize("ptype, dtype, zero", [(PT.FLOAT, pa.float32(), "<f"), (PT.DOUBLE, pa.float64(), "<d")])
+@pytest.mark.parametrize("ptype, dtype, zero", [(Type.FLOAT, pa.float32(), "<f"), (Type.DOUBLE, pa.float64(), "<d")])
 def test_float_zeros_and_nan(ptype, dtype, zero):
     """Either zero in the data puts both in the filter; a NaN with any payload puts the
     canonical quiet NaN in too, besides its own bits."""
     odd_nan = np.array([0x7FF0000000000123], dtype=np.uint64).view(np.float64)[0]
-    if ptype == PT.FLOAT:
+    if ptype == Type.FLOAT:
         odd_nan = np.array([0xFFC00123], dtype=np.uint32).view(np.float32)[0]
     for data, probes in [([-0.0, 3.0], [0.0, -0.0]), ([0.0], [-0.0]), ([odd_nan, 1.0], [float("nan"), odd_nan])]:
         bloom = build_filter(pa.array(data, dtype), ptype, 0.0001)
@@ -268,12 +267,12 @@ def test_float_zeros_and_nan(ptype, dtype, zero):
 
 
 def test_nulls_and_booleans():
-    assert len(chunk_hashes(pa.array([None, None], pa.int64()), PT.INT64)) == 0
-    empty = build_filter(pa.array([None], pa.string()), PT.BYTE_ARRAY)
+    assert len(chunk_hashes(pa.array([None, None], pa.int64()), Type.INT64)) == 0
+    empty = build_filter(pa.array([None], pa.string()), Type.BYTE_ARRAY)
     assert empty.ndv == 0 and empty.num_bytes == 32 and not empty.words.any()
-    assert not eligible(PT.BOOLEAN) and not eligible(PT.INT96)
+    assert not eligible(Type.BOOLEAN) and not eligible(Type.INT96)
     with pytest.raises(ValueError):
-        chunk_hashes(pa.array([True]), PT.BOOLEAN)
+        chunk_hashes(pa.array([True]), Type.BOOLEAN)
 
 
 # ---------------------------------------------------------------- sizing and serialization
@@ -291,7 +290,7 @@ def test_optimal_bytes():
 
 
 def test_header_round_trip_and_checks():
-    bloom = build_filter(pa.array(np.arange(1000)), PT.INT64)
+    bloom = build_filter(pa.array(np.arange(1000)), Type.INT64)
     blob = bloom.to_bytes()
     assert blob[:len(bloom.header())] == bloom.header() and len(bloom.header()) == 16
     assert (parse_filter(blob, len(blob)).words == bloom.words).all()
@@ -307,11 +306,11 @@ def test_read_filter_from_a_file(tmp_path):
     path = tmp_path / "read.parquet"
     pq.write_table(pa.table({"x": np.arange(5000)}), path, bloom_filter_options={"x": {"ndv": 5000, "fpp": 0.01}})
     with open_source(str(path)) as source:
-        meta = read_footer(source).metadata.get(F.FMD_ROW_GROUPS).items[0].get(F.RG_COLUMNS).items[0].get(F.CC_META)
-        offset, length = meta.get(CMD_BLOOM_OFFSET), meta.get(CMD_BLOOM_LENGTH)
+        meta = read_footer(source).metadata.get(FileMetaData.ROW_GROUPS).items[0].get(RowGroup.COLUMNS).items[0].get(ColumnChunk.META_DATA)
+        offset, length = meta.get(ColumnMetaData.BLOOM_FILTER_OFFSET), meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
         with_length, without = read_filter(source, offset, length), read_filter(source, offset, None)
         with pytest.raises(MalformedFileError, match="length"):
             read_filter(source, offset, length - 1)
     assert (with_length.words == without.words).all()
-    assert all(might_contain(with_length, v, PT.INT64) for v in (0, 4999))
-    assert not might_contain(with_length, 5000, PT.INT64) or not might_contain(with_length, -1, PT.INT64)
+    assert all(might_contain(with_length, v, Type.INT64) for v in (0, 4999))
+    assert not might_contain(with_length, 5000, Type.INT64) or not might_contain(with_length, -1, Type.INT64)

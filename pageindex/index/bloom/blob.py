@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from pageindex.errors import MalformedFileError, PageIndexError, UnsupportedFileError
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import Type
 from pageindex.format.thrift import Field, Struct, T, decode_struct, encode_struct
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.hashing import xxh64_binary, xxh64_u32, xxh64_u64
@@ -78,17 +78,17 @@ def might_contain(bloom: BloomFilter, value: object, physical_type: int) -> bool
     return bool(bloom.might_contain_hashes(np.array([probe_hash(value, physical_type)]))[0])
 
 
-_SCALARS = {PT.INT32: np.int32, PT.INT64: np.int64, PT.FLOAT: np.float32, PT.DOUBLE: np.float64}
+_SCALARS = {Type.INT32: np.int32, Type.INT64: np.int64, Type.FLOAT: np.float32, Type.DOUBLE: np.float64}
 
 
 def probe_hash(value: object, physical_type: int) -> np.uint64:
     """The hash of one value's plain bytes, exactly as given (a probe adds no other zero or NaN)."""
-    if physical_type in (PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY):
+    if physical_type in (Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY):
         raw = value.encode() if isinstance(value, str) else bytes(value)
         lengths = np.array([len(raw)], dtype=np.int64)
         return xxh64_binary(np.frombuffer(raw, dtype=np.uint8), np.zeros(1, np.int64), lengths)[0]
     if physical_type not in _SCALARS:
-        raise ValueError(f"no bloom filter probe for physical type {PT.NAMES[physical_type]}")
+        raise ValueError(f"no bloom filter probe for physical type {Type.NAMES[physical_type]}")
     word = np.array([value], dtype=_SCALARS[physical_type])
     return (xxh64_u32 if word.itemsize == 4 else xxh64_u64)(word)[0]
 

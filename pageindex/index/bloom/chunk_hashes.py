@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pageindex.format.schema import PT
+from pageindex.format.parquet_thrift import Type
 from pageindex.index.bloom.hashing import xxh64_binary, xxh64_fixed, xxh64_u32, xxh64_u64
 
 # INT96 is left out: Arrow decodes it to nanoseconds, which need not round-trip to its 12 bytes.
-ELIGIBLE = frozenset({PT.INT32, PT.INT64, PT.FLOAT, PT.DOUBLE, PT.BYTE_ARRAY, PT.FIXED_LEN_BYTE_ARRAY})
+ELIGIBLE = frozenset({Type.INT32, Type.INT64, Type.FLOAT, Type.DOUBLE, Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY})
 
 # An engine probes with the literal's bytes: 0.0 must find -0.0 and the other way round, and a
 # NaN literal is the canonical quiet NaN whatever payload the data holds.
@@ -51,22 +51,22 @@ def _hashes(array: pa.Array, physical_type: int) -> np.ndarray:
     array = array.drop_null() if array.null_count else array
     if pa.types.is_integer(array.type) and array.type.bit_width < 32:
         array = array.cast(pa.int32())  # INT8/16 and UINT8/16 are stored as INT32 (extended)
-    if physical_type in (PT.INT32, PT.FLOAT):
+    if physical_type in (Type.INT32, Type.FLOAT):
         return xxh64_u32(_float_extras(_words(array, 4, np.uint32), FLOAT_ZEROS, FLOAT_NAN, 8, 23)
-                         if physical_type == PT.FLOAT else _words(array, 4, np.uint32))
-    if physical_type in (PT.INT64, PT.DOUBLE):
+                         if physical_type == Type.FLOAT else _words(array, 4, np.uint32))
+    if physical_type in (Type.INT64, Type.DOUBLE):
         return xxh64_u64(_float_extras(_words(array, 8, np.uint64), DOUBLE_ZEROS, DOUBLE_NAN, 11, 52)
-                         if physical_type == PT.DOUBLE else _words(array, 8, np.uint64))
-    if physical_type == PT.FIXED_LEN_BYTE_ARRAY:
+                         if physical_type == Type.DOUBLE else _words(array, 8, np.uint64))
+    if physical_type == Type.FIXED_LEN_BYTE_ARRAY:
         width = array.type.byte_width
         data = _buffer(array, 1, np.uint8)[array.offset * width:(array.offset + len(array)) * width]
         return xxh64_fixed(data, width)
-    if physical_type == PT.BYTE_ARRAY:
+    if physical_type == Type.BYTE_ARRAY:
         large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
         offsets = _buffer(array, 1, np.int64 if large else np.int32)[array.offset:array.offset + len(array) + 1]
         offsets = offsets.astype(np.int64)
         return xxh64_binary(_buffer(array, 2, np.uint8), offsets[:-1], np.diff(offsets))
-    raise ValueError(f"no bloom filter for physical type {PT.NAMES[physical_type]}")
+    raise ValueError(f"no bloom filter for physical type {Type.NAMES[physical_type]}")
 
 
 def _buffer(array: pa.Array, index: int, dtype: type) -> np.ndarray:
