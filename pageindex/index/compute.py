@@ -14,7 +14,7 @@ from pageindex.format.thrift import Struct
 from pageindex.index import page_stats
 from pageindex.index.bloom.blob import BloomFilter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
-from pageindex.index.bloom.options import auto_keeps
+from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
 from pageindex.index.bloom.sbbf import build, optimal_bytes
 from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
 from pageindex.index.plan import ChunkPlan
@@ -159,7 +159,9 @@ def _from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Com
 
 
 def _ordered(ci: Struct | None) -> bool:
-    return ci is not None and ci.get(ColumnIndex.BOUNDARY_ORDER) != BoundaryOrder.UNORDERED
+    """The pages' bounds are sorted, over enough pages that chance is unlikely to have sorted them."""
+    return (ci is not None and len(ci.get(ColumnIndex.MIN_VALUES).items) >= AUTO_MIN_ORDERED_PAGES
+            and ci.get(ColumnIndex.BOUNDARY_ORDER) != BoundaryOrder.UNORDERED)
 
 
 def _indexes_from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Computed:

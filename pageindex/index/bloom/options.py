@@ -7,7 +7,8 @@ decoded, keeps a chunk's filter when all three hold:
 - some data page is not dictionary-encoded: a writer gives up its dictionary when the distinct
   values are many, and a fully dictionary-encoded chunk is already pruned by its dictionary in
   parquet-java (Spark);
-- its ColumnIndex is not ordered: on sorted data min/max bounds already prune row groups and pages;
+- its ColumnIndex is not ordered (over AUTO_MIN_ORDERED_PAGES pages or more: two random pages are
+  in order half the time): on sorted data min/max bounds already prune row groups and pages;
 - at least AUTO_MIN_DISTINCT_SHARE of its non-null values are distinct: with fewer, most values
   occur in every row group and the filter prunes only absent ones.
 """
@@ -23,6 +24,7 @@ from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES, check_opt
 NONE, AUTO = "none", "auto"
 AUTO_TYPES = frozenset({Type.INT32, Type.INT64, Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY})
 AUTO_MIN_DISTINCT_SHARE = 0.1
+AUTO_MIN_ORDERED_PAGES = 4
 
 
 @dataclass(frozen=True)
