@@ -12,12 +12,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
+from pageindex.format.thrift import Struct, T, TList, encode_struct
 from pageindex.index.bloom.blob import BloomFilter, might_contain, read_filter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import optimal_bytes
+from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import open_source
 from pageindex.retrofit import Status, retrofit
+from pageindex.verify import verify
 
 RNG = np.random.default_rng(2727)
 N = 6000
@@ -162,3 +166,58 @@ def test_max_bytes_caps_the_filter(tmp_path):
     out = tmp_path / "out.parquet"
     retrofit(str(src), str(out), bloom_filter="id", bloom_max_bytes=256)
     assert {bloom.num_bytes for _, _, bloom in filters(out).values()} == {256}
+
+
+def with_footer(path: Path, out: Path, change) -> Path:
+    """`path` with its FileMetaData passed through `change` (the data bytes as they were)."""
+    data = path.read_bytes()
+    with open_source(str(path)) as source:
+        footer = read_footer(source)
+    raw = encode_struct(change(footer.metadata))
+    out.write_bytes(data[:footer.footer_start] + raw + struct.pack("<I", len(raw)) + b"PAR1")
+    return out
+
+
+def set_bloom_length(metadata: Struct, delta: int) -> Struct:
+    groups = []
+    for rg in metadata.get(FileMetaData.ROW_GROUPS).items:
+        chunks = []
+        for cc in rg.get(RowGroup.COLUMNS).items:
+            meta = cc.get(ColumnChunk.META_DATA)
+            length = meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
+            if length is not None:
+                meta = ColumnMetaData.set(meta, ColumnMetaData.BLOOM_FILTER_LENGTH, length + delta)
+            chunks.append(ColumnChunk.set(cc, ColumnChunk.META_DATA, meta))
+        groups.append(RowGroup.set(rg, RowGroup.COLUMNS, TList(T.STRUCT, tuple(chunks))))
+    return FileMetaData.set(metadata, FileMetaData.ROW_GROUPS, TList(T.STRUCT, tuple(groups)))
+
+
+def test_verify_and_inspect_see_the_filters(tmp_path):
+    table = unsorted_table()
+    src = write(tmp_path / "in.parquet", table)
+    out = tmp_path / "out.parquet"
+    retrofit(str(src), str(out), bloom_filter=["id", "name", "f"])
+    assert verify(str(out)).ok
+    view = inspect_file(str(out))
+    shown = {(c.row_group, c.column): c.bloom_filter for c in view.chunks if c.bloom_filter is not None}
+    assert len(shown) == 9
+    for (rg, col), b in shown.items():
+        ndv = len(set(table[col][rg * 2000:(rg + 1) * 2000].drop_null().to_pylist()))
+        assert abs(b.ndv_estimate - ndv) <= 0.05 * ndv + 2 and b.fpp < 0.02 and not b.error
+    assert "bloom filter: " in format_text(view)
+
+    found = filters(out)
+    offset, length, bloom = found[(1, "id")]
+    data = bytearray(out.read_bytes())
+    bitset = offset + length - bloom.num_bytes
+    data[bitset:bitset + bloom.num_bytes] = bytes(bloom.num_bytes)  # every bit cleared
+    zeroed = tmp_path / "zeroed.parquet"
+    zeroed.write_bytes(bytes(data))
+    problems = verify(str(zeroed)).violations
+    assert [(v.row_group, v.column, v.check) for v in problems] == [(1, "id", "bloom filter")]
+    assert "not in the filter" in problems[0].detail
+
+    longer = with_footer(out, tmp_path / "longer.parquet", lambda m: set_bloom_length(m, 1))
+    problems = verify(str(longer)).violations
+    assert len(problems) == 9 and all("is not header" in v.detail for v in problems)
+    assert all(c.bloom_filter.error for c in inspect_file(str(longer)).chunks if c.bloom_filter)
