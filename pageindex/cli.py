@@ -202,7 +202,9 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
     print(f"\n{table.num_rows} rows; read {stats.bytes_read} bytes in {stats.requests} requests "
-          f"from {stats.files} file(s), {stats.row_groups_read}/{stats.row_groups} row groups")
+          f"from {stats.files} file(s), {stats.row_groups_read}/{stats.row_groups} row groups"
+          + (f" ({stats.row_groups_pruned_by_bloom_filter} skipped by bloom filters)"
+             if stats.row_groups_pruned_by_bloom_filter else ""))
     for name, io in stats.columns.items():
         print(f"  {name}: {io.pages_read}/{io.pages_total} pages, {io.bytes_read} bytes")
     return 0
