@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import resolve, storage_options_from
-from pageindex.job.process import JobOptions, failed_record, process_to
+from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments, failed_record, process_to
 from pageindex.job.report import summary, write_report
 from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
@@ -60,7 +60,8 @@ def _describe(record: dict[str, Any]) -> str:
         f"{path}: {status}" + (f" -> {record['output']}" if record["output"] else ""),
         f"  row groups {record['row_groups']}, pages {record['pages']}, chunks {with_ci + without}"
         f" ({with_ci} with ColumnIndex, {without} without)"
-        + (f", {from_stats} from page-header statistics" if from_stats else ""),
+        + (f", {from_stats} from page-header statistics" if from_stats else "")
+        + (f", {record['bloom_filters']} bloom filters written" if record.get("bloom_filters") else ""),
         f"  size {record['bytes_in']} -> {record['bytes_out']} bytes"
         f" (+{record['bytes_out'] - record['bytes_in']}), read {record['bytes_read']} bytes"
         f" in {record['seconds']:.2f}s",
@@ -104,7 +105,9 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     started = time.monotonic()
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
     options = JobOptions(dry_run=args.dry_run, force=args.force, truncate_length=args.truncate_length,
-                         trust_page_stats=args.trust_page_stats, storage_options=args.storage_options)
+                         trust_page_stats=args.trust_page_stats, storage_options=args.storage_options,
+                         bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
+                         bloom_max_bytes=args.bloom_max_bytes)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
     records = []
@@ -199,7 +202,9 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
     print(f"\n{table.num_rows} rows; read {stats.bytes_read} bytes in {stats.requests} requests "
-          f"from {stats.files} file(s), {stats.row_groups_read}/{stats.row_groups} row groups")
+          f"from {stats.files} file(s), {stats.row_groups_read}/{stats.row_groups} row groups"
+          + (f" ({stats.row_groups_pruned_by_bloom_filter} skipped by bloom filters)"
+             if stats.row_groups_pruned_by_bloom_filter else ""))
     for name, io in stats.columns.items():
         print(f"  {name}: {io.pages_read}/{io.pages_total} pages, {io.bytes_read} bytes")
     return 0
@@ -271,6 +276,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (much faster; "
                         "values of floats and known-bad writers are still decoded)")
+    add_bloom_arguments(r)
     r.add_argument("--json", action="store_true",
                    help="print one JSON record per file (JSON lines) instead of text; the summary "
                         "goes to stderr")
@@ -311,6 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error("--truncate-length must be at least 1")
     if getattr(args, "jobs", 1) < 1:
         cli.error("--jobs must be at least 1")
+    if hasattr(args, "bloom_filter"):
+        try:
+            check_bloom_arguments(args)
+        except ValueError as err:
+            args.subparser.error(str(err))
     try:
         args.storage_options = storage_options_from(args.s3_endpoint_url, args.storage_option)
     except ValueError as err:

@@ -8,13 +8,15 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from pageindex.errors import PageIndexError
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import BoundaryOrder, Type
+from pageindex.index.bloom.blob import read_filter
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
 from pageindex.index.reader import ColumnIndexView, read_column_index, read_offset_index
-from pageindex.io.storage import open_source
+from pageindex.io.storage import Source, open_source
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,18 @@ class PageRow:
 
 
 @dataclass(frozen=True)
+class BloomView:
+    """A chunk's bloom filter: its bytes in the file (header + bitset), the distinct values it
+    holds (estimated from its set bits: the file does not store the count) and the false positive
+    rate those bits give; `error` says why it could not be read."""
+
+    bytes: int | None
+    ndv_estimate: int | None = None
+    fpp: float | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class ChunkView:
     row_group: int
     column: str
@@ -40,6 +54,7 @@ class ChunkView:
     null_pages: int | None
     point_lookup_pages: float | None  # expected fraction of pages a point lookup reads
     page_rows: tuple[PageRow, ...] = field(default_factory=tuple)
+    bloom_filter: BloomView | None = None
 
 
 @dataclass(frozen=True)
@@ -71,8 +86,9 @@ class FileView:
             "fully_indexed": self.fully_indexed, "indexed_by_pageindex": self.indexed_by,
             "skipping_power": self.skipping_power(),
             "chunks": [
-                {**{k: v for k, v in c.__dict__.items() if k != "page_rows"},
-                 "page_rows": [p.__dict__ for p in c.page_rows]}
+                {**{k: v for k, v in c.__dict__.items() if k not in ("page_rows", "bloom_filter")},
+                 "page_rows": [p.__dict__ for p in c.page_rows],
+                 "bloom_filter": None if c.bloom_filter is None else c.bloom_filter.__dict__}
                 for c in self.chunks
             ],
         }
@@ -103,10 +119,22 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     BoundaryOrder.NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
                     sum(ci.null_pages) if ci else None,
                     _point_lookup_fraction(chunk, ci, footer.declared_order(chunk.column)),
-                    tuple(rows),
+                    tuple(rows), _bloom_view(source, chunk),
                 ))
         return FileView(source.path, footer.created_by, _num_rows(footer), is_fully_indexed(footer),
                         footer.key_value(MARKER_KEY), tuple(chunks))
+
+
+def _bloom_view(source: Source, chunk: ChunkMeta) -> BloomView | None:
+    if chunk.bloom_filter is None:
+        return None
+    offset, length = chunk.bloom_filter
+    try:
+        bloom = read_filter(source, offset, length)
+    except PageIndexError as err:
+        return BloomView(length, error=err.message(with_path=False))
+    return BloomView(length if length is not None else len(bloom.to_bytes()), bloom.estimated_ndv(),
+                     bloom.fill_fpp())
 
 
 def _point_lookup_fraction(chunk: ChunkMeta, ci: ColumnIndexView | None, declared) -> float | None:
@@ -159,6 +187,10 @@ def format_text(view: FileView, max_pages: int = 20) -> str:
             f"column_index={'yes' if c.has_column_index else 'no'}"
             + (f"  boundary_order={c.boundary_order}  null_pages={c.null_pages}" if c.has_column_index else "")
         )
+        if c.bloom_filter is not None:
+            b = c.bloom_filter
+            lines.append(f"  bloom filter: {b.bytes} bytes, " + (f"unreadable: {b.error}" if b.error else
+                         f"~{b.ndv_estimate} distinct values, fpp {b.fpp:.2%}"))
         if c.page_rows:
             lines.append(f"  {'page':>5} {'first_row':>10} {'size':>8} {'nulls':>6}  {'min':<30} {'max':<30}")
         for p in c.page_rows[:max_pages]:

@@ -12,9 +12,11 @@ from typing import Any, Iterator
 
 from pageindex.errors import ConcurrentModificationError, PageIndexError
 from pageindex.format.footer import Footer, read_footer
+from pageindex.index.bloom.options import bloom_options
+from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
 from pageindex.index.marker import is_fully_indexed, marker_value
-from pageindex.index.plan import plan_chunks
+from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.tail_writer import build_tail
 from pageindex.io.commit import PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries
 from pageindex.io.storage import Source, open_source, resolve
@@ -60,6 +62,7 @@ class RetrofitResult:
             "chunks_with_column_index": sum(c.column_index for c in self.chunks),
             "chunks_without_column_index": sum(not c.column_index for c in self.chunks),
             "chunks_from_page_stats": sum(c.source == PAGE_STATS for c in self.chunks),
+            "bloom_filters": sum(c.bloom_filter > 0 for c in self.chunks),
             "chunks": [c.__dict__ for c in self.chunks],
             "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
         }
@@ -67,7 +70,9 @@ class RetrofitResult:
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,
              filesystem: Any = None, dst_filesystem: Any = None, dry_run: bool = False,
-             trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0) -> RetrofitResult:
+             trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0,
+             bloom_filter: str | list[str] | tuple[str, ...] = "none", bloom_fpp: float = DEFAULT_FPP,
+             bloom_max_bytes: int = DEFAULT_MAX_BYTES) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
 
     filesystem: the fsspec filesystem of src, and of dst unless dst_filesystem is given (by default
@@ -76,9 +81,15 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     decoding values, where those can be trusted (see page_stats); other chunks are decoded exactly.
     stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
     destination are removed once older than this; younger ones may belong to a live run.
+    bloom_filter: "none", "auto" (the leaves where a filter pays, see index.bloom.options) or the
+    dotted columns whose chunks get a split block bloom filter, sized for each chunk's distinct
+    values at false positive rate bloom_fpp and at most bloom_max_bytes. A chunk that has a filter
+    keeps it unless `force`. On a file that already has its page index, only named columns that
+    lack filters make it processed again (without `force`).
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
+    bloom = bloom_options(bloom_filter, bloom_fpp, bloom_max_bytes)
     started = time.monotonic()
     dst_fs, dst_path = resolve(src if dst is None else dst,
                                filesystem if dst_filesystem is None else dst_filesystem)
@@ -86,9 +97,9 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
     with open_source(src, filesystem) as source, collector_paused():
         footer = read_footer(source)
-        if is_fully_indexed(footer) and not force:
+        plan = plan_chunks(footer, trust_page_stats, bloom, force)
+        if is_fully_indexed(footer) and not force and not _named_filters_missing(plan):
             return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started)
-        plan = plan_chunks(footer, trust_page_stats)
         if dst is None:
             dst_fs, dst_path = source.fs, source.path
         pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
@@ -99,6 +110,11 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                 pending.finish(tail)
         return _result(src, None if dry_run else dst or src, Status.DRY_RUN if dry_run else Status.INDEXED,
                        source, footer, footer.footer_start + len(tail), tuple(reports), started)
+
+
+def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:
+    """Whether a column named for a bloom filter has a chunk without one (auto never reopens a file)."""
+    return any(planned.bloom is not None and not planned.bloom.auto for row in plan for planned in row)
 
 
 def _result(src: str, output: str | None, status: Status, source: Source, footer: Footer, bytes_out: int,

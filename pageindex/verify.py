@@ -1,5 +1,6 @@
 """Verify: check an existing page index (any writer's) against the data: page locations, row
-boundaries, bounds holding every value, exact null counts, boundary order.
+boundaries, bounds holding every value, exact null counts, boundary order; bloom filters consistent
+and holding every value.
 """
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from pageindex.errors import PageIndexError
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
-from pageindex.format.parquet_thrift import BoundaryOrder
+from pageindex.format.parquet_thrift import BoundaryOrder, Type
+from pageindex.index.bloom.blob import BloomFilter, read_filter
+from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
 from pageindex.index.kinds import comparable
 from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
@@ -70,7 +74,7 @@ def verify(path: str, filesystem: Any = None) -> VerifyResult:
                 ci = read_column_index(source, chunk)
                 with_oi += oi is not None
                 with_ci += ci is not None
-                if oi is None and ci is None:
+                if oi is None and ci is None and chunk.bloom_filter is None:
                     continue
                 order = order_for(chunk.leaf, footer.declared_order(chunk.column))
                 found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
@@ -88,8 +92,10 @@ def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order
     def fail(page: int | None, check: str, detail: str) -> None:
         out.append(Violation(chunk.row_group, chunk.leaf.dotted, page, check, detail))
 
+    bloom = _read_bloom(source, chunk, fail)
     checks_values = ci is not None or (oi is not None and oi.unencoded_byte_array_data_bytes is not None)
-    scan = scan_chunk(source, footer, chunk, with_values=checks_values and needs_values(chunk, order))
+    scan = scan_chunk(source, footer, chunk,
+                      with_values=bloom is not None or (checks_values and needs_values(chunk, order)))
     split = scan.levels.split_record_page
     if split is not None:
         fail(split, "row boundary", "page does not start at a row boundary (record split across pages)")
@@ -102,7 +108,31 @@ def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order
             fail(None, "column order", f"ColumnIndex present but {order.reason}")
         elif scan.values is not None:
             _check_column_index(chunk, order, scan, ci, fail)
+    if bloom is not None and scan.values is not None:
+        _check_bloom(chunk, scan.values, bloom, fail)
     return out, len(scan.pages.pages)
+
+
+def _read_bloom(source: Source, chunk: ChunkMeta, fail) -> BloomFilter | None:
+    """The chunk's bloom filter, its header and length checked (field 15 = header + bitset)."""
+    if chunk.bloom_filter is None:
+        return None
+    try:
+        return read_filter(source, *chunk.bloom_filter)
+    except PageIndexError as err:
+        fail(None, "bloom filter", err.message(with_path=False))
+        return None
+
+
+def _check_bloom(chunk: ChunkMeta, values, bloom: BloomFilter, fail) -> None:
+    """No false negative: every non-null value's own bytes must find all their bits set."""
+    if not eligible(chunk.leaf.physical_type):
+        fail(None, "bloom filter", f"a filter on a {Type.name(chunk.leaf.physical_type)} column, which has none")
+        return
+    hashes = chunk_hashes(values, chunk.leaf.physical_type, float_extras=False)
+    missing = int((~bloom.might_contain_hashes(hashes)).sum())
+    if missing:
+        fail(None, "bloom filter", f"{missing} of {len(hashes)} distinct values are not in the filter")
 
 
 def _check_offset_index(scan: ChunkScan, oi: OffsetIndexView, fail) -> None:

@@ -38,7 +38,7 @@ MAGIC_BASE = 0x1122334455667788  # little-endian bytes occur nowhere else in the
 # One record per file, as the Spark job's --report writes them (pageindex/job/process.py).
 RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", "row_groups", "pages",
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
-                 "without_column_index_reasons", "bytes_read", "seconds"}
+                 "bloom_filters", "without_column_index_reasons", "bytes_read", "seconds"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
@@ -125,6 +125,19 @@ def test_retrofit_json(files, tmp_path):
     assert doc["chunks_from_page_stats"] == 0 and doc["without_column_index_reasons"] == {}
     assert out.read_bytes() == files.dst.read_bytes()
     assert proc.stderr == "", "one file: no summary"
+
+
+def test_retrofit_bloom_filter_flags(files, tmp_path):
+    out = tmp_path / "bloom.parquet"
+    proc = ok(run_cli("retrofit", files.src, "--output", out, "--bloom-filter", "i,s", "--bloom-fpp", "0.05",
+                      "--bloom-max-bytes", "1024"))
+    assert "2 bloom filters written" in proc.stdout
+    meta = pq.ParquetFile(out).metadata.row_group(0)
+    assert [meta.column(c).bloom_filter_length is not None for c in range(6)] == [True, False, False, True,
+                                                                                 False, False]
+    for bad in (["--bloom-fpp", "1.5"], ["--bloom-max-bytes", "1000"], ["--bloom-filter", ","]):
+        proc = ok(run_cli("retrofit", files.src, "--output", tmp_path / "x.parquet", "--bloom-filter", "i", *bad), 2)
+        assert "bloom" in proc.stderr and not (tmp_path / "x.parquet").exists()
 
 
 @pytest.mark.slow

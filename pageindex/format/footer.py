@@ -37,6 +37,8 @@ class ChunkMeta:
     has_column_index: bool
     offset_index: tuple[int, int] | None
     column_index: tuple[int, int] | None
+    # ColumnMetaData's bloom filter (offset, length; the length may be absent), if it has one.
+    bloom_filter: tuple[int, int | None] | None = None
 
     @property
     def start(self) -> int:
@@ -220,14 +222,26 @@ def _chunk(
             dict_off = None
         oi = _index_location(cc, ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH, footer_start)
         ci = _index_location(cc, ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH, footer_start)
+        bloom = _bloom_location(meta, footer_start)
     except PageIndexError as err:
         raise err.located(path=path, row_group=rg, column=leaf.dotted) from None
     return ChunkMeta(
         row_group=rg, column=col, leaf=leaf, codec=codec, num_values=num_values,
         data_page_offset=data_off, dictionary_page_offset=dict_off, total_compressed_size=size,
         has_offset_index=oi is not None, has_column_index=ci is not None,
-        offset_index=oi, column_index=ci,
+        offset_index=oi, column_index=ci, bloom_filter=bloom,
     )
+
+
+def _bloom_location(meta: Struct, limit: int) -> tuple[int, int | None] | None:
+    """Where the chunk's bloom filter is; a location outside the data region counts as none (a
+    filter is optional, and one asked for replaces it)."""
+    offset, length = meta.get(ColumnMetaData.BLOOM_FILTER_OFFSET), meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
+    if not isinstance(offset, int) or not 4 <= offset < limit:
+        return None
+    if not isinstance(length, int) or length <= 0 or offset + length > limit:
+        return offset, None
+    return offset, length
 
 
 def _index_location(cc: Struct, off_id: int, len_id: int, limit: int) -> tuple[int, int] | None:

@@ -4,14 +4,18 @@ From trusted page-header statistics where the plan allows it, else from the chun
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from pageindex.errors import PageIndexError
 from pageindex.format.footer import Footer
-from pageindex.format.parquet_thrift import Type
+from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, Type
 from pageindex.format.thrift import Struct
 from pageindex.index import page_stats
+from pageindex.index.bloom.blob import BloomFilter
+from pageindex.index.bloom.chunk_hashes import chunk_hashes
+from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
+from pageindex.index.bloom.sbbf import build, optimal_bytes
 from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
 from pageindex.index.plan import ChunkPlan
 from pageindex.index.tail_writer import ChunkIndexes
@@ -35,6 +39,8 @@ class ChunkReport:
     column_index: bool
     reason: str = ""
     source: str = EXACT  # EXACT: decoded values; PAGE_STATS: page-header statistics
+    bloom_filter: int = 0  # bytes of the bloom filter written (header + bitset), 0 for none
+    bloom_ndv: int = 0  # distinct values inserted into it
 
 
 Computed = tuple[ChunkIndexes, ChunkReport]
@@ -138,6 +144,27 @@ def _no_valid_index(levels: PageLevels) -> str | None:
 
 
 def _from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Computed:
+    """The chunk's indexes and planned bloom filter from its walked pages, levels and (when
+    decoded) values: the values are hashed while in memory, never decoded twice."""
+    indexes, report = _indexes_from_scan(planned, scan, truncate_length)
+    if planned.bloom is None or scan.values is None:
+        return indexes, report
+    hashes = chunk_hashes(scan.values, planned.chunk.leaf.physical_type)
+    if planned.bloom.auto and not auto_keeps(len(hashes), len(scan.values), _ordered(indexes.column_index),
+                                             scan.pages.fully_dictionary):
+        return indexes, report
+    blob = BloomFilter(build(hashes, optimal_bytes(len(hashes), planned.bloom.fpp, planned.bloom.max_bytes)),
+                       len(hashes)).to_bytes()
+    return replace(indexes, bloom_filter=blob), replace(report, bloom_filter=len(blob), bloom_ndv=len(hashes))
+
+
+def _ordered(ci: Struct | None) -> bool:
+    """The pages' bounds are sorted, over enough pages that chance is unlikely to have sorted them."""
+    return (ci is not None and len(ci.get(ColumnIndex.MIN_VALUES).items) >= AUTO_MIN_ORDERED_PAGES
+            and ci.get(ColumnIndex.BOUNDARY_ORDER) != BoundaryOrder.UNORDERED)
+
+
+def _indexes_from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Computed:
     """The chunk's indexes from its walked pages, levels and (when decoded) values."""
     chunk, order = planned.chunk, planned.order
     leaf = chunk.leaf

@@ -1,6 +1,7 @@
 """Index plan: how each column chunk's indexes will be computed, decided from the footer alone.
 
-A chunk's order, whether its values are decoded, and whether its page-header statistics are tried first.
+A chunk's order, whether its values are decoded, whether its page-header statistics are tried first,
+and whether it gets a bloom filter (built from its decoded values, so such a chunk is always decoded).
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.index import page_stats
+from pageindex.index.bloom.options import BloomOptions
 from pageindex.scan.chunk_scan import needs_values
 
 
@@ -19,19 +21,29 @@ class ChunkPlan:
     chunk: ChunkMeta
     order: Order
     from_headers: bool  # try page-header statistics before decoding (see page_stats.applicable)
+    bloom: BloomOptions | None = None  # build a bloom filter with these options (auto: maybe)
 
     @property
     def with_values(self) -> bool:
         """An exact scan decodes the chunk's values."""
-        return needs_values(self.chunk, self.order)
+        return self.bloom is not None or needs_values(self.chunk, self.order)
 
 
-def plan_chunks(footer: Footer, trust_page_stats: bool) -> tuple[tuple[ChunkPlan, ...], ...]:
-    """Every chunk's plan, a tuple per row group; header statistics are tried only when trusted."""
-    return tuple(tuple(_plan(footer, chunk, trust_page_stats) for chunk in row) for row in footer.chunks)
+def plan_chunks(footer: Footer, trust_page_stats: bool, bloom: BloomOptions = BloomOptions(),
+                force: bool = False) -> tuple[tuple[ChunkPlan, ...], ...]:
+    """Every chunk's plan, a tuple per row group; header statistics are tried only when trusted.
+    A chunk that has a bloom filter keeps it unless `force`."""
+    unknown = set(bloom.named) - {leaf.dotted for leaf in footer.leaves}
+    if unknown:
+        raise ValueError(f"bloom_filter names columns the file does not have: {', '.join(sorted(unknown))}")
+    return tuple(tuple(_plan(footer, chunk, trust_page_stats, bloom, force) for chunk in row)
+                 for row in footer.chunks)
 
 
-def _plan(footer: Footer, chunk: ChunkMeta, trust_page_stats: bool) -> ChunkPlan:
+def _plan(footer: Footer, chunk: ChunkMeta, trust_page_stats: bool, bloom: BloomOptions, force: bool
+          ) -> ChunkPlan:
     order = order_for(chunk.leaf, footer.declared_order(chunk.column))
-    from_headers = trust_page_stats and page_stats.applicable(chunk, order, footer.created_by) is None
-    return ChunkPlan(chunk, order, from_headers)
+    with_bloom = bloom.wants(chunk.leaf) and (force or chunk.bloom_filter is None)
+    from_headers = (trust_page_stats and not with_bloom
+                    and page_stats.applicable(chunk, order, footer.created_by) is None)
+    return ChunkPlan(chunk, order, from_headers, bloom if with_bloom else None)

@@ -1,6 +1,6 @@
-"""Tail writer: serialize ColumnIndex and OffsetIndex blocks and the new footer into the file's tail.
+"""Tail writer: serialize bloom filters, ColumnIndex and OffsetIndex blocks and the new footer into the file's tail.
 
-Layout (as parquet-java writes it): all ColumnIndexes, then all OffsetIndexes, then the footer.
+Layout (Arrow C++'s order): all bloom filters, then all ColumnIndexes, then all OffsetIndexes, then the footer.
 """
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import struct
 from dataclasses import dataclass
 
 from pageindex.format.footer import MAGIC, Footer
-from pageindex.format.parquet_thrift import ColumnChunk, ColumnOrder, FileMetaData, KeyValue, RowGroup
+from pageindex.format.parquet_thrift import (
+    ColumnChunk,
+    ColumnMetaData,
+    ColumnOrder,
+    FileMetaData,
+    KeyValue,
+    RowGroup,
+)
 from pageindex.format.thrift import Struct, T, TList, encode_struct
 from pageindex.index.marker import MARKER_KEY
 
@@ -23,38 +30,41 @@ class ChunkIndexes:
 
     column_index: Struct | None
     offset_index: Struct | None
+    bloom_filter: bytes | None = None  # header + bitset; None keeps the chunk's filter, if any
 
 
 def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -> bytes:
     """Everything that follows the kept prefix [0, footer_start)."""
-    base = footer.footer_start
     blobs: list[bytes] = []
-    pos = base
+    pos = footer.footer_start
+    bloom_loc: dict[tuple[int, int], tuple[int, int]] = {}
     ci_loc: dict[tuple[int, int], tuple[int, int]] = {}
     oi_loc: dict[tuple[int, int], tuple[int, int]] = {}
-    for attr, locations in (("column_index", ci_loc), ("offset_index", oi_loc)):
+    for attr, locations in (("bloom_filter", bloom_loc), ("column_index", ci_loc), ("offset_index", oi_loc)):
         for rg, row in enumerate(indexes):
             for col, chunk in enumerate(row):
                 block = getattr(chunk, attr)
                 if block is None:
                     continue
-                raw = encode_struct(block)
+                raw = block if isinstance(block, bytes) else encode_struct(block)
                 locations[(rg, col)] = (pos, len(raw))
                 blobs.append(raw)
                 pos += len(raw)
-    metadata = _new_metadata(footer, ci_loc, oi_loc, marker)
+    metadata = _new_metadata(footer, bloom_loc, ci_loc, oi_loc, marker)
     raw_footer = encode_struct(metadata)
     blobs += [raw_footer, struct.pack("<I", len(raw_footer)), MAGIC]
     return b"".join(blobs)
 
 
-def _new_metadata(footer: Footer, ci_loc: dict, oi_loc: dict, marker: str) -> Struct:
+def _new_metadata(footer: Footer, bloom_loc: dict, ci_loc: dict, oi_loc: dict, marker: str) -> Struct:
     meta = footer.metadata
     groups = []
     for rg_index, rg in enumerate(meta.get(FileMetaData.ROW_GROUPS).items):
         chunks = []
         for col, cc in enumerate(rg.get(RowGroup.COLUMNS).items):
             cc = cc.without(*_INDEX_LOCATION)
+            if (rg_index, col) in bloom_loc:
+                cc = _with_bloom_location(cc, *bloom_loc[(rg_index, col)])
             if (rg_index, col) in oi_loc:
                 off, length = oi_loc[(rg_index, col)]
                 cc = ColumnChunk.set(cc, ColumnChunk.OFFSET_INDEX_OFFSET, off)
@@ -71,6 +81,13 @@ def _new_metadata(footer: Footer, ci_loc: dict, oi_loc: dict, marker: str) -> St
         meta = FileMetaData.set(meta, FileMetaData.COLUMN_ORDERS, orders)
     kvs = _with_marker(meta.get(FileMetaData.KEY_VALUE_METADATA), marker)
     return FileMetaData.set(meta, FileMetaData.KEY_VALUE_METADATA, kvs)
+
+
+def _with_bloom_location(cc: Struct, offset: int, length: int) -> Struct:
+    """The chunk with ColumnMetaData fields 14 and 15 pointing at its new filter."""
+    meta = ColumnMetaData.set(cc.get(ColumnChunk.META_DATA), ColumnMetaData.BLOOM_FILTER_OFFSET, offset)
+    meta = ColumnMetaData.set(meta, ColumnMetaData.BLOOM_FILTER_LENGTH, length)
+    return ColumnChunk.set(cc, ColumnChunk.META_DATA, meta)
 
 
 def _with_marker(kvs: TList | None, marker: str) -> TList:

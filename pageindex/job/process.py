@@ -4,6 +4,7 @@ Never raises for a bad file: every outcome, including internal errors, becomes a
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import posixpath
 import shutil
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
+from pageindex.index.bloom.options import NONE, bloom_options
+from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
@@ -32,6 +35,26 @@ class JobOptions:
     storage_options: dict[str, Any] = field(default_factory=dict)
     stale_temp_seconds: float = 3600.0
     trust_page_stats: bool = False
+    bloom_filter: str = NONE  # "none", "auto" or comma-separated dotted columns
+    bloom_fpp: float = DEFAULT_FPP
+    bloom_max_bytes: int = DEFAULT_MAX_BYTES
+
+
+def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bloom filter flags, the same for the CLI's retrofit and the Spark job."""
+    parser.add_argument("--bloom-filter", default=NONE, metavar="COLUMNS|auto|none",
+                        help="add a split block bloom filter to the chunks of these comma-separated "
+                             "columns, or of the columns where one pays (auto; see the README), or "
+                             "none (default)")
+    parser.add_argument("--bloom-fpp", type=float, default=DEFAULT_FPP, metavar="P",
+                        help=f"the filters' false positive rate (default {DEFAULT_FPP})")
+    parser.add_argument("--bloom-max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
+                        help=f"largest filter per chunk, a power of two (default {DEFAULT_MAX_BYTES})")
+
+
+def check_bloom_arguments(args: argparse.Namespace) -> None:
+    """Raises ValueError for flags the library would refuse, before any file is opened."""
+    bloom_options(args.bloom_filter, args.bloom_fpp, args.bloom_max_bytes)
 
 
 def output_url(file: InputFile, options: JobOptions) -> str | None:
@@ -57,13 +80,15 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
-                          stale_temp_seconds=options.stale_temp_seconds)
+                          stale_temp_seconds=options.stale_temp_seconds, bloom_filter=options.bloom_filter,
+                          bloom_fpp=options.bloom_fpp, bloom_max_bytes=options.bloom_max_bytes)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
             chunks_with_column_index=sum(c.column_index for c in result.chunks),
             chunks_without_column_index=sum(not c.column_index for c in result.chunks),
             chunks_from_page_stats=sum(c.source == PAGE_STATS for c in result.chunks),
+            bloom_filters=sum(c.bloom_filter > 0 for c in result.chunks),
         )
         reasons: dict[str, int] = {}
         for c in result.chunks:
@@ -95,6 +120,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "path": file.url, "output": output, "status": Status.FAILED, "reason": reason,
         "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
         "chunks_with_column_index": 0, "chunks_without_column_index": 0, "chunks_from_page_stats": 0,
+        "bloom_filters": 0,
         "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
     }
 

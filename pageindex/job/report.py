@@ -58,6 +58,9 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
     pages = sum(r["pages"] for r in written)
     read = sum(r["bytes_read"] for r in records)
     lines.append(f"  pages indexed    {pages:>8}")
+    filters = sum(r.get("bloom_filters", 0) for r in written)
+    if filters:
+        lines.append(f"  bloom filters    {filters:>8}")
     lines.append(f"  bytes read       {format_size(read):>12}"
                  f"   throughput {format_size(read / seconds if seconds > 0 else 0)}/s")
     without = Counter()

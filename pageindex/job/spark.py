@@ -16,7 +16,7 @@ from pageindex.errors import PageIndexError
 from pageindex.io.discovery import Discovery, discover
 from pageindex.io.storage import resolve, storage_options_from
 from pageindex.job import lake
-from pageindex.job.process import JobOptions, process_file
+from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments, process_file
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
 from pageindex.retrofit import Status
@@ -50,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--truncate-length", type=int, default=64, metavar="N")
     p.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (faster)")
+    add_bloom_arguments(p)
     p.add_argument("--target-task-bytes", default="256m", metavar="SIZE",
                    help="bytes per Spark task (default 256m); larger files get a task each")
     p.add_argument("--max-failures", type=int, default=0, metavar="N",
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace, spark: Any) -> int:
         output=args.output, copy_unchanged=args.copy_unchanged, dry_run=args.dry_run,
         force=args.force, truncate_length=args.truncate_length, storage_options=options,
         stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
+        bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
     )
     table = lake.plan_input(inputs, args.table_format, args.in_place, job_options) if args.input else None
     if args.iceberg_table:
@@ -190,6 +192,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
               file=sys.stderr)
         return EXIT_USAGE
     try:
+        check_bloom_arguments(args)
         parse_size(args.target_task_bytes)
         if args.output:
             resolve(args.output, storage_options=storage_options(args))

@@ -38,6 +38,7 @@ from pageindex.index.reader import (
 )
 from pageindex.io.discovery import list_files
 from pageindex.io.storage import Source, normalize_url, open_source, resolve
+from pageindex.query.bloom_probe import PROBED_OPS, probe_values, ruled_out
 from pageindex.query.predicate import Condition, PredicateError, parse
 from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
 from pageindex.scan.values import decode, synthesize
@@ -60,6 +61,7 @@ class LookupStats:
     files: int = 0
     row_groups: int = 0
     row_groups_read: int = 0
+    row_groups_pruned_by_bloom_filter: int = 0
     requests: int = 0
     bytes_read: int = 0
     bytes_by_purpose: dict[str, int] = field(default_factory=dict)
@@ -69,7 +71,8 @@ class LookupStats:
     def to_dict(self) -> dict[str, Any]:
         return {
             "files": self.files, "row_groups": self.row_groups,
-            "row_groups_read": self.row_groups_read, "requests": self.requests,
+            "row_groups_read": self.row_groups_read,
+            "row_groups_pruned_by_bloom_filter": self.row_groups_pruned_by_bloom_filter, "requests": self.requests,
             "bytes_read": self.bytes_read, "bytes_by_purpose": dict(self.bytes_by_purpose),
             "columns": {k: v.__dict__ for k, v in self.columns.items()},
         }
@@ -167,6 +170,10 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
             if not plan.chunk_may_match(footer, chunk):
                 ranges = []
                 break
+            if plan.probes is not None and ruled_out(source, chunk, plan.probes):
+                stats.row_groups_pruned_by_bloom_filter += 1
+                ranges = []
+                break
             oi, ci = read_offset_index(source, chunk), read_column_index(source, chunk)
             indexes[plan.leaf.index] = (oi, ci)
             if oi is not None and ci is not None and _usable(ci, oi, plan.leaf):
@@ -226,6 +233,7 @@ class _Plan:
     order: Order
     literals: tuple[pa.Scalar, ...]
     keys: tuple[Any, ...] | None  # comparable keys of the literals, None: cannot prune
+    probes: tuple[Any, ...] | None = None  # = and IN: the literals' plain values for bloom filters
 
     def chunk_may_match(self, footer: Footer, chunk: ChunkMeta) -> bool:
         """Row-group pruning by the chunk's Statistics (min/max, null count) when trustworthy."""
@@ -273,7 +281,8 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
             keys = tuple(codec_for(order).literal_keys(leaf, order, lit) for lit in literals)
         except (ValueError, TypeError, OverflowError, InvalidOperation, pa.ArrowException):
             keys = None
-    return _Plan(cond, f, leaf, order, literals, keys)
+    probes = probe_values(leaf, literals, keys) if cond.op in PROBED_OPS else None
+    return _Plan(cond, f, leaf, order, literals, keys, probes)
 
 
 def _arrow_literal(value: Any, typ: pa.DataType, column: str) -> pa.Scalar:

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pageindex.errors import MalformedFileError, PageIndexError
 from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta, Footer
-from pageindex.format.parquet_thrift import Encoding, Type
+from pageindex.format.parquet_thrift import Type
 from pageindex.io.storage import Source
 from pageindex.scan.page_levels import (
     PageLevels,
@@ -37,8 +37,6 @@ from pageindex.scan.values import (
 )
 
 Result = TypeVar("Result")
-# PLAIN_DICTIONARY is v1's name for the same dictionary-index encoding.
-_DICTIONARY_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
 
 
 @dataclass(frozen=True)
@@ -108,8 +106,7 @@ class _Walked:
         """Strings whose every data page refers to the dictionary stay indices: bounds and sizes
         come from the dictionary. (After a fallback to plain pages Arrow would hash every value
         into a new dictionary, which costs more than reading them.)"""
-        return (self.chunk.leaf.physical_type == Type.BYTE_ARRAY and self.pages.dictionary is not None
-                and all(p.value_encoding in _DICTIONARY_ENCODINGS for p in self.pages.pages))
+        return self.chunk.leaf.physical_type == Type.BYTE_ARRAY and self.pages.fully_dictionary
 
     @property
     def row_batch_bytes(self) -> int:

@@ -14,6 +14,7 @@ from pageindex.format.parquet_thrift import (
     DataPageHeader,
     DataPageHeaderV2,
     DictionaryPageHeader,
+    Encoding,
     PageHeader,
     PageType,
 )
@@ -27,6 +28,8 @@ MAX_PAGE_BYTES = 1 << 31
 HEADER_ROOM = 64 << 10
 # Bytes read at a time by a walk of the headers alone (most headers are far smaller).
 HEADER_WINDOW = 4 << 10
+# PLAIN_DICTIONARY is v1's name for the same dictionary-index encoding.
+DICTIONARY_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
 
 
 
@@ -78,6 +81,11 @@ class ChunkPages:
     @property
     def end(self) -> int:
         return self.start + len(self.data)
+
+    @property
+    def fully_dictionary(self) -> bool:
+        """Every data page refers to the dictionary (the writer never fell back to plain pages)."""
+        return self.dictionary is not None and all(p.value_encoding in DICTIONARY_ENCODINGS for p in self.pages)
 
     def without_data(self) -> "ChunkPages":
         """The page list alone, once the bytes have been handed on (frees them early)."""

@@ -14,7 +14,7 @@ import xxhash
 
 from pageindex.errors import MalformedFileError
 from pageindex.format.footer import read_footer
-from pageindex.format.parquet_thrift import ColumnChunk, FileMetaData, RowGroup, Type
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, Type
 from pageindex.index.bloom.blob import (
     BloomFilter,
     build_filter,
@@ -29,7 +29,6 @@ from pageindex.index.bloom.sbbf import build, expected_fpp, optimal_bytes
 from pageindex.io.storage import open_source
 from pageindex.scan.chunk_scan import scan_chunk
 
-CMD_BLOOM_OFFSET, CMD_BLOOM_LENGTH = 14, 15
 RNG = np.random.default_rng(27)
 
 
@@ -92,7 +91,7 @@ def pyarrow_filters(path: Path) -> dict[tuple[int, str], bytes]:
     for rg in footer.metadata.get(FileMetaData.ROW_GROUPS).items:
         for i, cc in enumerate(rg.get(RowGroup.COLUMNS).items):
             meta = cc.get(ColumnChunk.META_DATA)
-            offset, length = meta.get(CMD_BLOOM_OFFSET), meta.get(CMD_BLOOM_LENGTH)
+            offset, length = meta.get(ColumnMetaData.BLOOM_FILTER_OFFSET), meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
             if offset is not None:
                 out[len(out) // len(footer.leaves), footer.leaves[i].dotted] = data[offset:offset + length]
     return out
@@ -308,7 +307,7 @@ def test_read_filter_from_a_file(tmp_path):
     pq.write_table(pa.table({"x": np.arange(5000)}), path, bloom_filter_options={"x": {"ndv": 5000, "fpp": 0.01}})
     with open_source(str(path)) as source:
         meta = read_footer(source).metadata.get(FileMetaData.ROW_GROUPS).items[0].get(RowGroup.COLUMNS).items[0].get(ColumnChunk.META_DATA)
-        offset, length = meta.get(CMD_BLOOM_OFFSET), meta.get(CMD_BLOOM_LENGTH)
+        offset, length = meta.get(ColumnMetaData.BLOOM_FILTER_OFFSET), meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
         with_length, without = read_filter(source, offset, length), read_filter(source, offset, None)
         with pytest.raises(MalformedFileError, match="length"):
             read_filter(source, offset, length - 1)

@@ -775,6 +775,8 @@ SENTINEL_SPARK = object()  # usage errors must be found before Spark is touched
     ["--input", "{d}", "--in-place", "--target-task-bytes", "inf"],
     ["--input", "{d}", "--in-place", "--truncate-length", "0"],
     ["--input", "{d}", "--in-place", "--max-failures", "-1"],
+    ["--input", "{d}", "--in-place", "--bloom-fpp", "0"],
+    ["--input", "{d}", "--in-place", "--bloom-filter", "auto", "--bloom-max-bytes", "3000"],
     ["--input", "{d}/missing", "--in-place"],
     ["--input", "{d}/nothing-*.parquet", "--in-place"],
 ], ids=lambda a: " ".join(a) or "no-args")

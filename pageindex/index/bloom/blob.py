@@ -4,6 +4,7 @@ Builds the bytes a chunk's filter takes in the tail, and reads one back from a f
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from pageindex.index.bloom.sbbf import (
     DEFAULT_MAX_BYTES,
     MAX_BYTES,
     MIN_BYTES,
+    WORDS,
     build,
     contains,
     optimal_bytes,
@@ -64,6 +66,20 @@ class BloomFilter:
 
     def might_contain_hashes(self, hashes: np.ndarray) -> np.ndarray:
         return contains(self.words, hashes)
+
+    def fill_fpp(self) -> float:
+        """The false positive rate the set bits give: a hash absent from the filter finds all
+        eight of its bits set with probability prod(bits set / 32) over its block's words."""
+        share = np.bitwise_count(self.words.reshape(-1, WORDS)) / 32.0
+        return float(share.prod(axis=1).mean())
+
+    def estimated_ndv(self) -> int:
+        """The distinct values inserted, estimated from the set bits (a filter does not store
+        the count): k hashes leave a word's bit unset with probability (31/32)^k."""
+        unset = 1.0 - np.bitwise_count(self.words.reshape(-1, WORDS)) / 32.0
+        with np.errstate(divide="ignore"):
+            per_block = np.log(np.maximum(unset, 1.0 / 64)).mean(axis=1) / math.log(31.0 / 32.0)
+        return int(round(float(per_block.sum())))
 
 
 def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: float = DEFAULT_FPP,

@@ -25,11 +25,12 @@ def eligible(physical_type: int) -> bool:
     return physical_type in ELIGIBLE
 
 
-def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int) -> np.ndarray:
+def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int, float_extras: bool = True) -> np.ndarray:
     """Sorted distinct hashes of the non-null values (their count is the chunk's distinct count,
-    barring a 64-bit collision, which would set the same bits anyway)."""
+    barring a 64-bit collision, which would set the same bits anyway); float_extras adds the
+    other zero and the canonical NaN as a filter holds them, without it only the values' own."""
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    parts = [_hashes(chunk, physical_type) for chunk in chunks if len(chunk)]
+    parts = [_hashes(chunk, physical_type, float_extras) for chunk in chunks if len(chunk)]
     return distinct(np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64))
 
 
@@ -44,19 +45,23 @@ def distinct(hashes: np.ndarray) -> np.ndarray:
     return out[keep]
 
 
-def _hashes(array: pa.Array, physical_type: int) -> np.ndarray:
+def _hashes(array: pa.Array, physical_type: int, float_extras: bool) -> np.ndarray:
+    if isinstance(array, pa.DictionaryArray) and physical_type in (Type.FLOAT, Type.DOUBLE):
+        array = array.dictionary_decode()  # the extras depend on the values used, not the dictionary's
     if isinstance(array, pa.DictionaryArray):
         indices = array.indices.drop_null().to_numpy(zero_copy_only=False)
-        return _hashes(array.dictionary, physical_type)[np.unique(indices)]
+        return _hashes(array.dictionary, physical_type, float_extras)[np.unique(indices)]
     array = array.drop_null() if array.null_count else array
     if pa.types.is_integer(array.type) and array.type.bit_width < 32:
         array = array.cast(pa.int32())  # INT8/16 and UINT8/16 are stored as INT32 (extended)
     if physical_type in (Type.INT32, Type.FLOAT):
-        return xxh64_u32(_float_extras(_words(array, 4, np.uint32), FLOAT_ZEROS, FLOAT_NAN, 8, 23)
-                         if physical_type == Type.FLOAT else _words(array, 4, np.uint32))
+        words = _words(array, 4, np.uint32)
+        return xxh64_u32(_float_extras(words, FLOAT_ZEROS, FLOAT_NAN, 8, 23)
+                         if physical_type == Type.FLOAT and float_extras else words)
     if physical_type in (Type.INT64, Type.DOUBLE):
-        return xxh64_u64(_float_extras(_words(array, 8, np.uint64), DOUBLE_ZEROS, DOUBLE_NAN, 11, 52)
-                         if physical_type == Type.DOUBLE else _words(array, 8, np.uint64))
+        words = _words(array, 8, np.uint64)
+        return xxh64_u64(_float_extras(words, DOUBLE_ZEROS, DOUBLE_NAN, 11, 52)
+                         if physical_type == Type.DOUBLE and float_extras else words)
     if physical_type == Type.FIXED_LEN_BYTE_ARRAY:
         width = array.type.byte_width
         data = _buffer(array, 1, np.uint8)[array.offset * width:(array.offset + len(array)) * width]

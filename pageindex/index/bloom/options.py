@@ -1,0 +1,75 @@
+"""Which chunks get a bloom filter: the requested columns, or `auto`'s rule, with the filter's fpp
+and size cap.
+
+`auto` takes a leaf of type INT32, INT64, BYTE_ARRAY or FIXED_LEN_BYTE_ARRAY (never booleans,
+which have no filter, nor floats, which are rarely looked up by equality) and, once its values are
+decoded, keeps a chunk's filter when all three hold:
+- some data page is not dictionary-encoded: a writer gives up its dictionary when the distinct
+  values are many, and a fully dictionary-encoded chunk is already pruned by its dictionary in
+  parquet-java (Spark);
+- its ColumnIndex is not ordered (over AUTO_MIN_ORDERED_PAGES pages or more: two random pages are
+  in order half the time): on sorted data min/max bounds already prune row groups and pages;
+- at least AUTO_MIN_DISTINCT_SHARE of its non-null values are distinct: with fewer, most values
+  occur in every row group and the filter prunes only absent ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pageindex.format.parquet_thrift import Type
+from pageindex.format.schema import Leaf
+from pageindex.index.bloom.chunk_hashes import eligible
+from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES, check_options
+
+NONE, AUTO = "none", "auto"
+AUTO_TYPES = frozenset({Type.INT32, Type.INT64, Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY})
+AUTO_MIN_DISTINCT_SHARE = 0.1
+AUTO_MIN_ORDERED_PAGES = 4
+
+
+@dataclass(frozen=True)
+class BloomOptions:
+    """columns: NONE, AUTO, or the dotted leaf paths to give a filter."""
+
+    columns: str | tuple[str, ...] = NONE
+    fpp: float = DEFAULT_FPP
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        check_options(self.fpp, self.max_bytes)
+        if isinstance(self.columns, str) and self.columns not in (NONE, AUTO):
+            raise ValueError(f"bloom_filter must be {NONE!r}, {AUTO!r} or a list of columns, not {self.columns!r}")
+
+    @property
+    def auto(self) -> bool:
+        return self.columns == AUTO
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        return self.columns if isinstance(self.columns, tuple) else ()
+
+    def wants(self, leaf: Leaf) -> bool:
+        """Whether chunks of this leaf are candidates for a filter."""
+        if self.auto:
+            return leaf.physical_type in AUTO_TYPES
+        return leaf.dotted in self.named and eligible(leaf.physical_type)
+
+
+def bloom_options(spec: str | list[str] | tuple[str, ...] | None, fpp: float = DEFAULT_FPP,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> BloomOptions:
+    """Options from the library argument or a flag: "none", "auto", a list of dotted column paths
+    or one comma-separated string of them."""
+    if spec is None or spec == NONE:
+        return BloomOptions(NONE, fpp, max_bytes)
+    if spec == AUTO:
+        return BloomOptions(AUTO, fpp, max_bytes)
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = tuple(dict.fromkeys(name.strip() for name in names if name.strip()))
+    if not names:
+        raise ValueError("bloom_filter names no column")
+    return BloomOptions(names, fpp, max_bytes)
+
+
+def auto_keeps(ndv: int, values: int, ordered: bool, fully_dictionary: bool) -> bool:
+    """auto's rule for one decoded chunk (see the module docstring)."""
+    return not fully_dictionary and not ordered and values > 0 and ndv >= AUTO_MIN_DISTINCT_SHARE * values
