@@ -32,6 +32,7 @@ class JobOptions:
     storage_options: dict[str, Any] = field(default_factory=dict)
     stale_temp_seconds: float = 3600.0
     trust_page_stats: bool = False
+    verify_existing: bool = False
 
 
 def output_url(file: InputFile, options: JobOptions) -> str | None:
@@ -57,7 +58,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
         result = retrofit(path, dst, truncate_length=options.truncate_length, force=options.force,
                           filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
-                          stale_temp_seconds=options.stale_temp_seconds)
+                          stale_temp_seconds=options.stale_temp_seconds,
+                          verify_existing=options.verify_existing)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
@@ -70,6 +72,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
             if c.reason:
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
+        record["violations"] = [str(v) for v in result.violations]
         if result.status == Status.ALREADY_INDEXED and options.copy_unchanged and dst is not None \
                 and not options.dry_run:
             copy_file(file.url, output, options.storage_options)
@@ -95,7 +98,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "path": file.url, "output": output, "status": Status.FAILED, "reason": reason,
         "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
         "chunks_with_column_index": 0, "chunks_without_column_index": 0, "chunks_from_page_stats": 0,
-        "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
+        "without_column_index_reasons": {}, "violations": [], "bytes_read": 0, "seconds": 0.0,
     }
 
 
