@@ -68,7 +68,7 @@ def _describe(record: dict[str, Any]) -> str:
     ]
     for reason, count in sorted(record["without_column_index_reasons"].items()):
         lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
-    violations = record.get("violations", [])
+    violations = record["violations"]
     if violations:
         done = "to rebuild" if status == Status.REPAIR_NEEDED else "rebuilt"
         lines.append(f"  the existing page index is wrong ({len(violations)} violations), {done}:")
