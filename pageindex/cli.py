@@ -29,6 +29,7 @@ from pageindex.version import __version__
 
 # S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
 NOT_DONE = (Status.FAILED, Status.CHANGED)  # the statuses that make `retrofit` exit 1
+SHOWN_VIOLATIONS = 5  # per repaired file in the text output
 
 
 def _print_json(obj: object) -> None:
@@ -68,6 +69,13 @@ def _describe(record: dict[str, Any]) -> str:
     ]
     for reason, count in sorted(record["without_column_index_reasons"].items()):
         lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
+    violations = record["violations"]
+    if violations:
+        done = "to rebuild" if status == Status.REPAIR_NEEDED else "rebuilt"
+        lines.append(f"  the existing page index is wrong ({len(violations)} violations), {done}:")
+        lines.extend(f"    {v}" for v in violations[:SHOWN_VIOLATIONS])
+        if len(violations) > SHOWN_VIOLATIONS:
+            lines.append(f"    … and {len(violations) - SHOWN_VIOLATIONS} more (--json lists them all)")
     return "\n".join(lines)
 
 
@@ -106,8 +114,8 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
     options = JobOptions(dry_run=args.dry_run, force=args.force, truncate_length=args.truncate_length,
                          trust_page_stats=args.trust_page_stats, storage_options=args.storage_options,
-                         bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
-                         bloom_max_bytes=args.bloom_max_bytes)
+                          bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
+                          bloom_max_bytes=args.bloom_max_bytes, verify_existing=args.verify_existing)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
     records = []
@@ -272,6 +280,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--truncate-length", type=int, default=64, metavar="N",
                    help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
     r.add_argument("--force", action="store_true", help="rebuild even if the file is already indexed")
+    r.add_argument("--verify-existing", action="store_true",
+                   help="check an existing page index against the data before keeping it, and rebuild "
+                        "it if wrong (status repaired); indexes that are structurally impossible or from "
+                        "writers known to write wrong ones are always checked")
     r.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
     r.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (much faster; "

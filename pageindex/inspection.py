@@ -15,7 +15,8 @@ from pageindex.format.parquet_thrift import BoundaryOrder, Type
 from pageindex.index.bloom.blob import read_filter
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
-from pageindex.index.reader import ColumnIndexView, read_column_index, read_offset_index
+from pageindex.index.reader import ColumnIndexView, read_column_index, read_index_bytes, read_offset_index
+from pageindex.index.soundness import structural_flaws, suspect_writer
 from pageindex.io.storage import Source, open_source
 
 
@@ -65,6 +66,17 @@ class FileView:
     fully_indexed: bool
     indexed_by: str | None
     chunks: tuple[ChunkView, ...]
+    flaws: tuple[str, ...] = ()  # structural impossibilities in the index: it is broken
+    suspect: str | None = None  # why its writer's indexes are not trusted, if they are not
+
+    @property
+    def index_state(self) -> str:
+        """complete or incomplete, unless the index is broken, or suspect by its writer."""
+        if self.flaws:
+            return "broken"
+        if self.suspect is not None and any(c.has_offset_index or c.has_column_index for c in self.chunks):
+            return "suspect"
+        return "complete" if self.fully_indexed else "incomplete"
 
     def skipping_power(self) -> dict[str, float | None]:
         """Per column: the expected fraction of its pages a point lookup on it reads (page-weighted
@@ -84,6 +96,7 @@ class FileView:
         return {
             "path": self.path, "created_by": self.created_by, "num_rows": self.num_rows,
             "fully_indexed": self.fully_indexed, "indexed_by_pageindex": self.indexed_by,
+            "index_state": self.index_state, "flaws": list(self.flaws), "suspect": self.suspect,
             "skipping_power": self.skipping_power(),
             "chunks": [
                 {**{k: v for k, v in c.__dict__.items() if k not in ("page_rows", "bloom_filter")},
@@ -97,11 +110,13 @@ class FileView:
 def inspect_file(path: str, filesystem: Any = None) -> FileView:
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
+        held = read_index_bytes(source, footer)
+        flaws = structural_flaws(source, footer, held)
         chunks = []
         for row in footer.chunks:
             for chunk in row:
-                oi = read_offset_index(source, chunk)
-                ci = read_column_index(source, chunk)
+                oi = read_offset_index(source, chunk, held)
+                ci = read_column_index(source, chunk, held)
                 rows = []
                 if oi is not None:
                     for i, loc in enumerate(oi.pages):
@@ -122,7 +137,8 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     tuple(rows), _bloom_view(source, chunk),
                 ))
         return FileView(source.path, footer.created_by, _num_rows(footer), is_fully_indexed(footer),
-                        footer.key_value(MARKER_KEY), tuple(chunks))
+                        footer.key_value(MARKER_KEY), tuple(chunks), tuple(str(f) for f in flaws),
+                        suspect_writer(footer))
 
 
 def _bloom_view(source: Source, chunk: ChunkMeta) -> BloomView | None:
@@ -169,9 +185,14 @@ def format_text(view: FileView, max_pages: int = 20) -> str:
     lines = [
         f"file: {view.path}",
         f"created_by: {view.created_by}",
-        f"rows: {view.num_rows}   page index: {'complete' if view.fully_indexed else 'incomplete'}"
+        f"rows: {view.num_rows}   page index: {view.index_state}"
         + (f"   (built by pageindex: {view.indexed_by})" if view.indexed_by else ""),
     ]
+    if view.flaws:
+        lines.append(f"  {len(view.flaws)} structural flaws, e.g. {view.flaws[0]}; "
+                     "`pageindex retrofit` rebuilds it")
+    elif view.index_state == "suspect":
+        lines.append(f"  suspect: {view.suspect}; `pageindex verify` checks it against the data")
     power = view.skipping_power()
     if any(v is not None for v in power.values()):
         lines.append("")

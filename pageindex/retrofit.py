@@ -17,22 +17,27 @@ from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
 from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.plan import ChunkPlan, plan_chunks
+from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
 from pageindex.io.commit import PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries
 from pageindex.io.storage import Source, open_source, resolve
 from pageindex.scan.memory import collector_paused
+from pageindex.verify import verify_source
 from pageindex.version import __version__
 
-__all__ = ["ChunkReport", "RetrofitResult", "Status", "retrofit"]
+__all__ = ["ChunkReport", "RetrofitResult", "Status", "Violation", "retrofit"]
 
 
 class Status(StrEnum):
-    """A file's outcome. retrofit gives the first three; the job gives the others to files it
-    skipped (not Parquet), found changed while processed, or failed on."""
+    """A file's outcome. retrofit gives the first five (REPAIRED: its existing index was wrong and
+    is rebuilt; REPAIR_NEEDED: the same, found by a dry run); the job gives the others to files
+    it skipped (not Parquet), found changed while processed, or failed on."""
 
     INDEXED = "indexed"
     ALREADY_INDEXED = "already_indexed"
     DRY_RUN = "dry_run"
+    REPAIRED = "repaired"
+    REPAIR_NEEDED = "repair_needed"
     SKIPPED = "skipped"
     CHANGED = "changed"
     FAILED = "failed"
@@ -42,13 +47,14 @@ class Status(StrEnum):
 class RetrofitResult:
     path: str
     output: str | None
-    status: str  # Status.INDEXED, ALREADY_INDEXED or DRY_RUN
+    status: str  # Status.INDEXED, ALREADY_INDEXED, DRY_RUN, REPAIRED or REPAIR_NEEDED
     bytes_in: int
     bytes_out: int
     row_groups: int
     chunks: tuple[ChunkReport, ...] = field(default_factory=tuple)
     bytes_read: int = 0
     seconds: float = 0.0
+    violations: tuple[Violation, ...] = field(default_factory=tuple)  # what was wrong in the index repaired
 
     @property
     def pages(self) -> int:
@@ -65,6 +71,7 @@ class RetrofitResult:
             "bloom_filters": sum(c.bloom_filter > 0 for c in self.chunks),
             "chunks": [c.__dict__ for c in self.chunks],
             "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
+            "violations": [str(v) for v in self.violations],
         }
 
 
@@ -72,7 +79,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
              filesystem: Any = None, dst_filesystem: Any = None, dry_run: bool = False,
              trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0,
              bloom_filter: str | list[str] | tuple[str, ...] = "none", bloom_fpp: float = DEFAULT_FPP,
-             bloom_max_bytes: int = DEFAULT_MAX_BYTES) -> RetrofitResult:
+             bloom_max_bytes: int = DEFAULT_MAX_BYTES, verify_existing: bool = False) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
 
     filesystem: the fsspec filesystem of src, and of dst unless dst_filesystem is given (by default
@@ -86,6 +93,9 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     values at false positive rate bloom_fpp and at most bloom_max_bytes. A chunk that has a filter
     keeps it unless `force`. On a file that already has its page index, only named columns that
     lack filters make it processed again (without `force`).
+    verify_existing: check an existing complete index against the data before keeping it (as
+    `verify` does); it is always checked for structural impossibilities, and against the data
+    when its writer is known to write wrong indexes. A wrong index is rebuilt: status REPAIRED.
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
@@ -98,8 +108,11 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     with open_source(src, filesystem) as source, collector_paused():
         footer = read_footer(source)
         plan = plan_chunks(footer, trust_page_stats, bloom, force)
-        if is_fully_indexed(footer) and not force and not _named_filters_missing(plan):
-            return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started)
+        violations: tuple[Violation, ...] = ()
+        if is_fully_indexed(footer) and not force:
+            violations = _existing_index_violations(source, footer, verify_existing)
+            if not violations and not _named_filters_missing(plan):
+                return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started)
         if dst is None:
             dst_fs, dst_path = source.fs, source.path
         pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
@@ -108,8 +121,21 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats))
             if pending is not None:
                 pending.finish(tail)
-        return _result(src, None if dry_run else dst or src, Status.DRY_RUN if dry_run else Status.INDEXED,
-                       source, footer, footer.footer_start + len(tail), tuple(reports), started)
+        if violations:
+            status = Status.REPAIR_NEEDED if dry_run else Status.REPAIRED
+        else:
+            status = Status.DRY_RUN if dry_run else Status.INDEXED
+        return _result(src, None if dry_run else dst or src, status, source, footer,
+                       footer.footer_start + len(tail), tuple(reports), started, violations)
+
+
+def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool) -> tuple[Violation, ...]:
+    """What is wrong with a complete existing index: structural impossibilities first (index
+    blocks only), then, when asked or its writer is suspect, whatever `verify` finds in the data."""
+    flaws = structural_flaws(source, footer)
+    if flaws or not (verify_existing or suspect_writer(footer)):
+        return flaws
+    return verify_source(source, footer).violations
 
 
 def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:
@@ -118,9 +144,10 @@ def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:
 
 
 def _result(src: str, output: str | None, status: Status, source: Source, footer: Footer, bytes_out: int,
-            reports: tuple[ChunkReport, ...], started: float) -> RetrofitResult:
+            reports: tuple[ChunkReport, ...], started: float, violations: tuple[Violation, ...] = ()
+            ) -> RetrofitResult:
     return RetrofitResult(src, output, status, source.size, bytes_out, len(footer.chunks), reports,
-                          source.stats.bytes_read, time.monotonic() - started)
+                          source.stats.bytes_read, time.monotonic() - started, violations)
 
 
 @contextmanager

@@ -12,32 +12,24 @@ import numpy as np
 from pageindex.errors import PageIndexError
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
-from pageindex.format.parquet_thrift import BoundaryOrder, Type
+from pageindex.format.parquet_thrift import Type
 from pageindex.index.bloom.blob import BloomFilter, read_filter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
 from pageindex.index.kinds import comparable
-from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
+from pageindex.index.reader import (
+    ColumnIndexView,
+    OffsetIndexView,
+    read_column_index,
+    read_index_bytes,
+    read_offset_index,
+)
+from pageindex.index.soundness import Violation, check_boundary_order
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
 from pageindex.scan.memory import collector_paused, release_memory
 
 NO_TRUNCATION = 1 << 62
-
-
-@dataclass(frozen=True)
-class Violation:
-    row_group: int
-    column: str
-    page: int | None
-    check: str
-    detail: str
-
-    def __str__(self) -> str:
-        where = f"row group {self.row_group}, column {self.column}"
-        if self.page is not None:
-            where += f", page {self.page}"
-        return f"{where}: {self.check}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -65,24 +57,29 @@ class VerifyResult:
 
 def verify(path: str, filesystem: Any = None) -> VerifyResult:
     with open_source(path, filesystem) as source, collector_paused():
-        footer = read_footer(source)
-        violations: list[Violation] = []
-        pages = with_oi = with_ci = 0
-        for row in footer.chunks:
-            for chunk in row:
-                oi = read_offset_index(source, chunk)
-                ci = read_column_index(source, chunk)
-                with_oi += oi is not None
-                with_ci += ci is not None
-                if oi is None and ci is None and chunk.bloom_filter is None:
-                    continue
-                order = order_for(chunk.leaf, footer.declared_order(chunk.column))
-                found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
-                release_memory(chunk.total_compressed_size)
-                violations += found
-                pages += checked
-        return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,
-                            pages, tuple(violations))
+        return verify_source(source, read_footer(source))
+
+
+def verify_source(source: Source, footer: Footer) -> VerifyResult:
+    """verify on an open file whose footer is read (retrofit's --verify-existing)."""
+    held = read_index_bytes(source, footer)
+    violations: list[Violation] = []
+    pages = with_oi = with_ci = 0
+    for row in footer.chunks:
+        for chunk in row:
+            oi = read_offset_index(source, chunk, held)
+            ci = read_column_index(source, chunk, held)
+            with_oi += oi is not None
+            with_ci += ci is not None
+            if oi is None and ci is None and chunk.bloom_filter is None:
+                continue
+            order = order_for(chunk.leaf, footer.declared_order(chunk.column))
+            found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
+            release_memory(chunk.total_compressed_size)
+            violations += found
+            pages += checked
+    return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,
+                        pages, tuple(violations))
 
 
 def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,
@@ -196,7 +193,7 @@ def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: Col
         if hi < want_hi:
             fail(i, "max", "stored max is below the page's largest value")
         keyed.append((i, lo, hi))
-    _check_boundary_order(ci.boundary_order, keyed, fail)
+    check_boundary_order(ci.boundary_order, keyed, fail)
 
 
 def _nan(value: Any) -> bool:
@@ -208,14 +205,3 @@ def _check_histogram(said: tuple[int, ...] | None, real: np.ndarray | None, name
         return
     if tuple(said) != tuple(int(x) for x in real.ravel()):
         fail(None, name, "histogram differs from the levels in the pages")
-
-
-def _check_boundary_order(order: int, keyed: list, fail) -> None:
-    if order not in (BoundaryOrder.ASCENDING, BoundaryOrder.DESCENDING):
-        return
-    ascending = order == BoundaryOrder.ASCENDING
-    for (i, lo_a, hi_a), (j, lo_b, hi_b) in zip(keyed, keyed[1:]):
-        ok = (lo_a <= lo_b and hi_a <= hi_b) if ascending else (lo_a >= lo_b and hi_a >= hi_b)
-        if not ok:
-            fail(j, "boundary_order",
-                 f"index declares {BoundaryOrder.name(order)} but page {j} breaks it against page {i}")

@@ -38,7 +38,7 @@ MAGIC_BASE = 0x1122334455667788  # little-endian bytes occur nowhere else in the
 # One record per file, as the Spark job's --report writes them (pageindex/job/process.py).
 RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", "row_groups", "pages",
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
-                 "bloom_filters", "without_column_index_reasons", "bytes_read", "seconds"}
+                 "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:

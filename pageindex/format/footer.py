@@ -5,7 +5,7 @@ Validation here is what lets later stages (and pyarrow) trust offsets, sizes and
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, KeyValue, RowGroup, Type
@@ -59,6 +59,10 @@ class Footer:
     row_group_rows: tuple[int, ...]
     chunks: tuple[tuple[ChunkMeta, ...], ...]  # [row group][column]
     column_orders: tuple[Struct, ...] | None  # one per leaf, or None when the file declares none
+    # The bytes before the FileMetaData that the tail read brought along, from held_offset:
+    # writers put the index blocks there, so reading them often costs no request.
+    held_offset: int = 0
+    held: bytes = b""
 
     @property
     def created_by(self) -> str:
@@ -270,6 +274,7 @@ def read_footer(source: Source, tail_bytes: int = TAIL_READ, check_head: bool = 
     length = parse_tail(tail, size, source.path)
     if length + 8 <= len(tail):
         raw = tail[len(tail) - 8 - length : len(tail) - 8]
-    else:
-        raw = source.read(size - 8 - length, length, "footer")
+        return replace(decode_footer(raw, size, source.path), held_offset=size - len(tail),
+                       held=bytes(tail[:len(tail) - 8 - length]))
+    raw = source.read(size - 8 - length, length, "footer")
     return decode_footer(raw, size, source.path)

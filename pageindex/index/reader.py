@@ -7,10 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pageindex.errors import MalformedFileError, PageIndexError
-from pageindex.format.footer import ChunkMeta
+from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.format.parquet_thrift import ColumnIndex, OffsetIndex, PageLocation
 from pageindex.format.thrift import Struct, TList, decode_struct
 from pageindex.io.storage import Source
+
+# Bytes between index blocks read along with them rather than in a request of their own.
+SPREAD_SLACK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,34 @@ class ColumnIndexView:
         return len(self.null_pages)
 
 
+@dataclass(frozen=True)
+class IndexBytes:
+    """The file's bytes from its first index block to the end of its last, read at once."""
+
+    offset: int
+    data: bytes
+
+    def block(self, location: tuple[int, int]) -> bytes | None:
+        start = location[0] - self.offset
+        return self.data[start:start + location[1]] if 0 <= start and start + location[1] <= len(self.data) else None
+
+
+def read_index_bytes(source: Source, footer: Footer) -> IndexBytes | None:
+    """Every index block of the file in one read, where they lie together (as writers put them,
+    between the data and the footer), or none when the footer's tail read holds them; None where
+    they are spread out or there are none."""
+    blocks = [loc for row in footer.chunks for c in row for loc in (c.offset_index, c.column_index)
+              if loc is not None]
+    if not blocks:
+        return None
+    start, end = min(o for o, _ in blocks), max(o + n for o, n in blocks)
+    if footer.held_offset <= start and end <= footer.held_offset + len(footer.held):
+        return IndexBytes(footer.held_offset, footer.held)
+    if end - start > 2 * sum(n for _, n in blocks) + SPREAD_SLACK:
+        return None
+    return IndexBytes(start, source.read(start, end - start, "index"))
+
+
 def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
     value = s.get(field_id)
     if value is None:
@@ -50,9 +81,11 @@ def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
     return value.items
 
 
-def _decode_block(source: Source, location: tuple[int, int], what: str) -> Struct:
+def _decode_block(source: Source, location: tuple[int, int], what: str, held: IndexBytes | None) -> Struct:
     offset, length = location
-    raw = source.read(offset, length, "index")
+    raw = held.block(location) if held is not None else None
+    if raw is None:
+        raw = source.read(offset, length, "index")
     try:
         block, end = decode_struct(raw)
     except PageIndexError as err:
@@ -62,11 +95,11 @@ def _decode_block(source: Source, location: tuple[int, int], what: str) -> Struc
     return block
 
 
-def read_offset_index(source: Source, chunk: ChunkMeta) -> OffsetIndexView | None:
+def read_offset_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None = None) -> OffsetIndexView | None:
     if chunk.offset_index is None:
         return None
     try:
-        block = _decode_block(source, chunk.offset_index, "OffsetIndex")
+        block = _decode_block(source, chunk.offset_index, "OffsetIndex", held)
         raw_pages = _list(block, OffsetIndex.PAGE_LOCATIONS, Struct, "OffsetIndex.page_locations")
         if raw_pages is None:
             raise MalformedFileError("OffsetIndex has no page_locations")
@@ -83,11 +116,11 @@ def read_offset_index(source: Source, chunk: ChunkMeta) -> OffsetIndexView | Non
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
-def read_column_index(source: Source, chunk: ChunkMeta) -> ColumnIndexView | None:
+def read_column_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None = None) -> ColumnIndexView | None:
     if chunk.column_index is None:
         return None
     try:
-        block = _decode_block(source, chunk.column_index, "ColumnIndex")
+        block = _decode_block(source, chunk.column_index, "ColumnIndex", held)
         null_pages = _list(block, ColumnIndex.NULL_PAGES, bool, "null_pages")
         mins = _list(block, ColumnIndex.MIN_VALUES, bytes, "min_values")
         maxs = _list(block, ColumnIndex.MAX_VALUES, bytes, "max_values")

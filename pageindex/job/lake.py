@@ -102,7 +102,7 @@ def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
                ) -> tuple[list[dict[str, Any]], str]:
     """Commit the indexed copies, `batch_files` per transaction; the records gain the version
     that replaced their file (`table_version`), and the summary lists the commits."""
-    indexed = [r for r in records if r["status"] == Status.INDEXED]
+    indexed = [r for r in records if r["status"] in (Status.INDEXED, Status.REPAIRED)]
     commits = []
     for start in range(0, len(indexed), batch_files):
         batch = {r["path"]: r for r in indexed[start:start + batch_files]}

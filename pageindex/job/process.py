@@ -38,6 +38,7 @@ class JobOptions:
     bloom_filter: str = NONE  # "none", "auto" or comma-separated dotted columns
     bloom_fpp: float = DEFAULT_FPP
     bloom_max_bytes: int = DEFAULT_MAX_BYTES
+    verify_existing: bool = False
 
 
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +82,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
                           filesystem=fs, dst_filesystem=dst_fs, dry_run=options.dry_run,
                           trust_page_stats=options.trust_page_stats,
                           stale_temp_seconds=options.stale_temp_seconds, bloom_filter=options.bloom_filter,
-                          bloom_fpp=options.bloom_fpp, bloom_max_bytes=options.bloom_max_bytes)
+                          bloom_fpp=options.bloom_fpp, bloom_max_bytes=options.bloom_max_bytes,
+                          verify_existing=options.verify_existing)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
@@ -95,6 +97,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
             if c.reason:
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
+        record["violations"] = [str(v) for v in result.violations]
         if result.status == Status.ALREADY_INDEXED and options.copy_unchanged and dst is not None \
                 and not options.dry_run:
             copy_file(file.url, output, options.storage_options)
@@ -121,7 +124,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "bytes_in": file.size, "bytes_out": 0, "row_groups": 0, "pages": 0,
         "chunks_with_column_index": 0, "chunks_without_column_index": 0, "chunks_from_page_stats": 0,
         "bloom_filters": 0,
-        "without_column_index_reasons": {}, "bytes_read": 0, "seconds": 0.0,
+        "without_column_index_reasons": {}, "violations": [], "bytes_read": 0, "seconds": 0.0,
     }
 
 

@@ -15,7 +15,7 @@ from pageindex.io.storage import resolve
 from pageindex.retrofit import Status
 
 # Files that reached the index stage (a dry run computes the indexes it does not write).
-WRITTEN = (Status.INDEXED, Status.DRY_RUN)
+WRITTEN = (Status.INDEXED, Status.DRY_RUN, Status.REPAIRED, Status.REPAIR_NEEDED)
 FAILURES = (Status.FAILED, Status.CHANGED)
 
 
@@ -27,7 +27,8 @@ def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[
         fs.makedirs(parent, exist_ok=True)
     if path.endswith(".parquet"):
         rows = [{**r, "without_column_index_reasons": json.dumps(r["without_column_index_reasons"],
-                                                                  sort_keys=True)} for r in records]
+                                                                  sort_keys=True),
+                 "violations": json.dumps(r.get("violations", []))} for r in records]
         with fs.open(path, "wb") as out:
             pq.write_table(pa.Table.from_pylist(rows), out)
         return

@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
                    help="with --output: also copy files that need no change")
     p.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
     p.add_argument("--force", action="store_true", help="rebuild indexes that already exist")
+    p.add_argument("--verify-existing", action="store_true",
+                   help="check existing page indexes against the data and rebuild wrong ones (status repaired)")
     p.add_argument("--truncate-length", type=int, default=64, metavar="N")
     p.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (faster)")
@@ -126,6 +128,7 @@ def run(args: argparse.Namespace, spark: Any) -> int:
         force=args.force, truncate_length=args.truncate_length, storage_options=options,
         stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
         bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
+        verify_existing=args.verify_existing,
     )
     table = lake.plan_input(inputs, args.table_format, args.in_place, job_options) if args.input else None
     if args.iceberg_table:

@@ -143,6 +143,7 @@ def read_report(path: Path) -> list[dict]:
         rows = pq.read_table(path).to_pylist()
         for r in rows:
             r["without_column_index_reasons"] = json.loads(r["without_column_index_reasons"])
+            r["violations"] = json.loads(r["violations"])
         return rows
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

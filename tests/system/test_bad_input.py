@@ -44,9 +44,9 @@ VALID_BAD_INPUT = {
     "arrow-testing/fuzzing/crash-649c71a618ae2fd80cec177a9676eb3e280fc1fa":
         "a copy of nullable.impala.parquet with one schema name changed ('key' -> 'iey'): valid",
 }
-# Corrupt files that already carry a complete page index: by design retrofit skips such a file
-# after reading only its footer (as the job must), so it reports "already_indexed" and writes
-# nothing; --force reads the pages and refuses them with a typed error.
+# Corrupt files that already carry a complete page index, each broken or by a suspect writer
+# (docs/FORMAT-RULES.md R18): retrofit does not trust that index, and the pages it then reads are
+# refused with a typed error, as with --force; nothing is written.
 INDEXED_CORRUPT = {
     "arrow-testing/fuzzing/crash-61d6204d481340860da54e30f1937b67234ad0f7",
     "parquet-testing/bad_data/ARROW-GH-47662.parquet",
@@ -93,11 +93,14 @@ def test_valid_exceptions_are_in_the_corpus():
     assert len(ENCRYPTED) > 0 and len(REFUSED) == len(ALL) - 3
     from pageindex.format.footer import read_footer
     from pageindex.index.marker import is_fully_indexed
+    from pageindex.index.soundness import structural_flaws, suspect_writer
     from pageindex.io.storage import open_source
 
     for rel in INDEXED_CORRUPT:
         with open_source(str(CORPUS_DIR / rel)) as source:
-            assert is_fully_indexed(read_footer(source)), rel
+            footer = read_footer(source)
+            assert is_fully_indexed(footer), rel
+            assert structural_flaws(source, footer) or suspect_writer(footer), rel
 
 
 @pytest.fixture(scope="module")
@@ -142,10 +145,6 @@ def test_refused_with_typed_error(runs, src, mode):
     rec = f.outcome[mode]
     where = f"{mode} {_rel(src)}"
     _alive(rec, where)
-    if _rel(src) in INDEXED_CORRUPT and mode != "force":
-        assert rec["status"] == "already_indexed", f"{where}: got {rec['status']!r}"
-        assert not f.dst.exists() and f.sha_after == f.sha_before and _sha(f.copy) == f.sha_before
-        return
     assert rec["status"] == "error", f"{where}: expected a typed error, got status {rec['status']!r}"
     assert rec["pageindex_error"] and TYPED_ERRORS & set(rec["mro"]), (
         f"{where}: {rec['type']} is not a MalformedFileError/EncryptedFileError/UnsupportedFileError:\n"
@@ -286,9 +285,7 @@ def test_spark_job_over_every_bad_file(spark, tmp_path):
         if rel in VALID_BAD_INPUT:
             assert rec["status"] == "indexed", (rel, rec)
             continue
-        if rel in INDEXED_CORRUPT:
-            assert rec["status"] == "already_indexed", (rel, rec)
-        elif rec["status"] == "skipped":
+        if rec["status"] == "skipped":
             assert "magic" in rec["reason"], (rel, rec)
         else:
             assert rec["status"] == "failed", (rel, rec)
