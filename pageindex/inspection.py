@@ -13,7 +13,7 @@ from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import BoundaryOrder, Type
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
-from pageindex.index.reader import ColumnIndexView, read_column_index, read_offset_index
+from pageindex.index.reader import ColumnIndexView, read_page_indexes
 from pageindex.io.storage import open_source
 
 
@@ -82,10 +82,10 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
         chunks = []
+        indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row))
         for row in footer.chunks:
             for chunk in row:
-                oi = read_offset_index(source, chunk)
-                ci = read_column_index(source, chunk)
+                oi, ci = indexes[chunk.row_group, chunk.column]
                 rows = []
                 if oi is not None:
                     for i, loc in enumerate(oi.pages):

@@ -13,7 +13,7 @@ from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import BoundaryOrder
 from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
 from pageindex.index.kinds import comparable
-from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_column_index, read_offset_index
+from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_page_indexes
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
 from pageindex.scan.memory import collector_paused, release_memory
@@ -64,10 +64,13 @@ def verify(path: str, filesystem: Any = None) -> VerifyResult:
         footer = read_footer(source)
         violations: list[Violation] = []
         pages = with_oi = with_ci = 0
+        indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row))
         for row in footer.chunks:
+            indexed = [chunk for chunk in row if indexes[chunk.row_group, chunk.column] != (None, None)]
+            # On an object store: the row group's indexed chunks in a few merged requests.
+            source.prefetch([(chunk.start, chunk.total_compressed_size) for chunk in indexed])
             for chunk in row:
-                oi = read_offset_index(source, chunk)
-                ci = read_column_index(source, chunk)
+                oi, ci = indexes[chunk.row_group, chunk.column]
                 with_oi += oi is not None
                 with_ci += ci is not None
                 if oi is None and ci is None:
@@ -77,6 +80,7 @@ def verify(path: str, filesystem: Any = None) -> VerifyResult:
                 release_memory(chunk.total_compressed_size)
                 violations += found
                 pages += checked
+        source.release_prefetch()
         return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,
                             pages, tuple(violations))
 
