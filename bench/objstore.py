@@ -17,11 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import s3fs
 
@@ -109,12 +107,6 @@ def measure(proxy: FaultProxy, action: Callable[[], object]) -> Run:
     return Run(seconds, proxy.stats.by_operation(), proxy.stats.bytes_returned())
 
 
-def pyarrow_fs(endpoint: str) -> pafs.S3FileSystem:
-    parts = urlsplit(endpoint)
-    return pafs.S3FileSystem(access_key=s3h.ACCESS_KEY, secret_key=s3h.SECRET_KEY, region=s3h.REGION,
-                             endpoint_override=f"{parts.hostname}:{parts.port}", scheme="http")
-
-
 def pageindex_fs(endpoint: str) -> s3fs.S3FileSystem:
     """A fresh s3fs per run, as pageindex's resolve() builds it: no listing or instance cache
     carries one run's answers into the next."""
@@ -123,7 +115,7 @@ def pageindex_fs(endpoint: str) -> s3fs.S3FileSystem:
 
 
 TOOLS: dict[str, Callable[[str, str], object]] = {
-    "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=pyarrow_fs(endpoint),
+    "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=s3h.pyarrow_s3fs(endpoint),
                                                               pre_buffer=True),
     "retrofit exact": lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint),
                                                                dry_run=True),

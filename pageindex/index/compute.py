@@ -56,15 +56,22 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
                ) -> list[Computed]:
     """Header statistics first, where planned; then one scan of the chunks that are left."""
     from_headers: dict[int, Computed | None] = {}
-    for group in _header_groups([planned for planned in row if planned.from_headers], source):
-        # On an object store a request costs what reading megabytes does: the group's chunks
-        # come whole in a few merged requests, not one request per page header (local: no-op).
-        source.prefetch([_span(planned) for planned in group], "header")
+    headed = [planned for planned in row if planned.from_headers]
+    # A row group within one merged request's bytes is fetched once for both stages: chunks
+    # decoded exactly between header-statistics chunks would otherwise split it into requests.
+    whole = bool(headed) and sum(p.chunk.total_compressed_size for p in row) <= source.read_options.range_cap
+    if whole:
+        source.prefetch([_span(planned) for planned in row])
+    for group in [headed] if whole else _header_groups(headed, source):
+        if not whole:
+            # On an object store a request costs what reading megabytes does: the group's chunks
+            # come whole in a few merged requests, not one request per page header (local: no-op).
+            source.prefetch([_span(planned) for planned in group], "header")
         for planned in group:
             from_headers[id(planned)] = _from_page_stats(source, footer, planned, truncate_length)
     computed_first = [from_headers.get(id(planned)) for planned in row]
     exact = [planned for planned, computed in zip(row, computed_first) if computed is None]
-    scanned = _from_scans(source, footer, exact, truncate_length)
+    scanned = _from_scans(source, footer, exact, truncate_length, prefetch=not whole)
     return [computed if computed is not None else next(scanned) for computed in computed_first]
 
 
@@ -87,10 +94,12 @@ def _header_groups(planned: list[ChunkPlan], source: Source) -> Iterator[list[Ch
         yield group
 
 
-def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int
-                ) -> Iterator[Computed]:
-    # On an object store: the row group's chunks in a few merged, concurrent requests.
-    source.prefetch([_span(planned) for planned in row])
+def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int,
+                prefetch: bool = True) -> Iterator[Computed]:
+    # On an object store: the row group's chunks in a few merged, concurrent requests (unless
+    # the caller's prefetch holds them already).
+    if prefetch:
+        source.prefetch([_span(planned) for planned in row])
     scans = scan_chunks(source, footer, [(planned.chunk, planned.with_values) for planned in row])
     for planned in row:
         # Not zip(row, scans): zip's reused result tuple would keep this scan alive while the
