@@ -45,15 +45,24 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     """The indexes of every chunk, a list per row group, and a report per chunk in file order."""
     indexes: list[list[ChunkIndexes]] = []
     reports: list[ChunkReport] = []
+    # Exact mode on an object store: one plan for the whole file, so the next row group is
+    # fetched while this one decodes (within the read-ahead bound); each row group's bytes are
+    # dropped once it is done.
+    whole_file = not any(planned.from_headers for row in plan for planned in row)
+    if whole_file:
+        source.prefetch([_span(planned) for row in plan for planned in row])
     for row in plan:
-        done = _row_group(source, footer, row, truncate_length)
+        done = _row_group(source, footer, row, truncate_length, prefetched=whole_file)
+        if whole_file and row:
+            source.release_prefetched_before(max(p.chunk.start + p.chunk.total_compressed_size for p in row))
         indexes.append([computed[0] for computed in done])
         reports.extend(computed[1] for computed in done)
+    source.release_prefetch()
     return indexes, reports
 
 
-def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int
-               ) -> list[Computed]:
+def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int,
+               prefetched: bool = False) -> list[Computed]:
     """Header statistics first, where planned; then one scan of the chunks that are left."""
     from_headers: dict[int, Computed | None] = {}
     headed = [planned for planned in row if planned.from_headers]
@@ -71,7 +80,7 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
             from_headers[id(planned)] = _from_page_stats(source, footer, planned, truncate_length)
     computed_first = [from_headers.get(id(planned)) for planned in row]
     exact = [planned for planned, computed in zip(row, computed_first) if computed is None]
-    scanned = _from_scans(source, footer, exact, truncate_length, prefetch=not whole)
+    scanned = _from_scans(source, footer, exact, truncate_length, prefetch=not (whole or prefetched))
     return [computed if computed is not None else next(scanned) for computed in computed_first]
 
 
