@@ -6,26 +6,27 @@ and of pyarrow's read_table(pre_buffer=True) on the same objects, behind a laten
 A moto S3 server runs in this process on 127.0.0.1; tests/helpers/fault_proxy.py sits between it
 and both clients (s3fs for pageindex, pyarrow.fs.S3FileSystem for pyarrow), adds the latency to
 every request and counts requests by S3 operation and the body bytes it returned. Prints one
-markdown table; datasets are cached in bench/data/.
+markdown table (bench/report.py's object-store section); datasets are cached in bench/data/.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import resource
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import s3fs
 
 import pageindex
+from bench import report
 from pageindex.io.storage import s3_options
 from tests.helpers import s3 as s3h
 from tests.helpers.fault_proxy import FaultProxy
@@ -109,12 +110,6 @@ def measure(proxy: FaultProxy, action: Callable[[], object]) -> Run:
     return Run(seconds, proxy.stats.by_operation(), proxy.stats.bytes_returned())
 
 
-def pyarrow_fs(endpoint: str) -> pafs.S3FileSystem:
-    parts = urlsplit(endpoint)
-    return pafs.S3FileSystem(access_key=s3h.ACCESS_KEY, secret_key=s3h.SECRET_KEY, region=s3h.REGION,
-                             endpoint_override=f"{parts.hostname}:{parts.port}", scheme="http")
-
-
 def pageindex_fs(endpoint: str) -> s3fs.S3FileSystem:
     """A fresh s3fs per run, as pageindex's resolve() builds it: no listing or instance cache
     carries one run's answers into the next."""
@@ -123,7 +118,7 @@ def pageindex_fs(endpoint: str) -> s3fs.S3FileSystem:
 
 
 TOOLS: dict[str, Callable[[str, str], object]] = {
-    "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=pyarrow_fs(endpoint),
+    "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=s3h.pyarrow_s3fs(endpoint),
                                                               pre_buffer=True),
     "retrofit exact": lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint),
                                                                dry_run=True),
@@ -136,16 +131,28 @@ def median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
 
 
-def render(latency_ms: float, rows: list[tuple[str, int, str, Run]]) -> str:
-    lines = [f"Object store (moto on 127.0.0.1, {latency_ms:g} ms per request in the proxy)", "",
-             "| dataset | size | tool | time | requests | GETs | other requests | bytes returned |",
-             "|---|---:|---|---:|---:|---:|---|---:|"]
-    for label, size, tool, run in rows:
-        other = ", ".join(f"{op} {n}" for op, n in sorted(run.requests.items()) if op != "GetObject")
-        lines.append(f"| {label} | {size / 2**20:.1f} MiB | {tool} | {run.seconds:.2f} s "
-                     f"| {sum(run.requests.values())} | {run.requests.get('GetObject', 0)} | {other} "
-                     f"| {run.bytes_returned / 2**20:.1f} MiB |")
-    return "\n".join(lines)
+def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str]) -> dict:
+    """Every tool on every dataset, `rounds` times each; the median run of each, as plain data
+    (bench/report.py renders it; bench/run.py stores it with the local results)."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
+    files = {kind.name: ensure(kind) for kind in kinds}
+    rows = []
+    with s3h.moto_s3_server() as upstream, FaultProxy(upstream, latency=latency_ms / 1000) as proxy:
+        bucket = s3h.create_bucket(upstream, "bench")
+        client = s3h.boto3_client(upstream)
+        for kind in kinds:
+            key = f"{bucket}/{kind.name}.parquet"
+            client.upload_file(str(files[kind.name]), bucket, f"{kind.name}.parquet")
+            for tool in tools:
+                runs = [measure(proxy, lambda: TOOLS[tool](proxy.endpoint, key)) for _ in range(rounds)]
+                best = median_run(runs)
+                rows.append({"dataset": kind.label, "size": files[kind.name].stat().st_size, "tool": tool,
+                             "seconds": best.seconds, "requests": best.requests,
+                             "bytes_returned": best.bytes_returned})
+                print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs):.2f} s", flush=True)
+    # One process runs every tool: its peak RSS bounds each of them, it does not tell them apart.
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "peak_rss": peak_rss}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,23 +161,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--json", type=Path, help="also write the results as JSON (bench/run.py reads it)")
     args = parser.parse_args(argv)
-    kinds = [KINDS[k] for k in args.kinds.split(",")]
-    tools = args.tools.split(",")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
-    files = {kind.name: ensure(kind) for kind in kinds}
-    rows = []
-    with s3h.moto_s3_server() as upstream, FaultProxy(upstream, latency=args.latency_ms / 1000) as proxy:
-        bucket = s3h.create_bucket(upstream, "bench")
-        client = s3h.boto3_client(upstream)
-        for kind in kinds:
-            key = f"{bucket}/{kind.name}.parquet"
-            client.upload_file(str(files[kind.name]), bucket, f"{kind.name}.parquet")
-            for tool in tools:
-                runs = [measure(proxy, lambda: TOOLS[tool](proxy.endpoint, key)) for _ in range(args.rounds)]
-                rows.append((kind.label, files[kind.name].stat().st_size, tool, median_run(runs)))
-                print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs):.2f} s", flush=True)
-    print(render(args.latency_ms, rows))
+    results = run(args.latency_ms, args.rounds, [KINDS[k] for k in args.kinds.split(",")], args.tools.split(","))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
+    print("\n".join(report.objstore_section(results)))
 
 
 if __name__ == "__main__":

@@ -314,6 +314,35 @@ def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
+PYARROW = "pyarrow read_table"
+
+
+def objstore_section(section: dict) -> list[str]:
+    """The object-store table (bench/objstore.py's results): per dataset and tool the requests by
+    S3 operation, bytes returned and time, with GETs and time against pyarrow's on the object."""
+    out = [f"## Object store (moto on 127.0.0.1, {section['latency_ms']:g} ms per request in the proxy)", "",
+           "Issue 25's targets per file: GETs at most 2x pyarrow read_table's + 4; exact dry run at most "
+           "1.5x its time; trusted page stats never slower than exact.", "",
+           "| dataset | size | tool | time | x pyarrow time | requests | GETs | GET bound | other requests "
+           "| bytes returned |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+    base = {row["dataset"]: row for row in section["rows"] if row["tool"] == PYARROW}
+    for row in section["rows"]:
+        ref = base.get(row["dataset"])
+        gets = row["requests"].get("GetObject", 0)
+        bound = 2 * ref["requests"].get("GetObject", 0) + 4 if ref else None
+        other = ", ".join(f"{op} {n}" for op, n in sorted(row["requests"].items()) if op != "GetObject")
+        ratio = f"{row['seconds'] / ref['seconds']:.1f}" if ref and ref["seconds"] else "-"
+        verdict = "" if bound is None or row["tool"] == PYARROW else (" ok" if gets <= bound else " OVER")
+        out.append(f"| {row['dataset']} | {row['size'] / 2**20:.1f} MiB | {row['tool']} | {row['seconds']:.2f} s "
+                   f"| {ratio} | {sum(row['requests'].values())} | {gets} | "
+                   f"{'-' if bound is None or row['tool'] == PYARROW else bound}{verdict} | {other} "
+                   f"| {row['bytes_returned'] / 2**20:.1f} MiB |")
+    out += ["", f"Peak RSS of the whole object-store run (all tools in one process, moto included): "
+            f"{section['peak_rss'] / 2**20:.0f} MiB.", ""]
+    return out
+
+
 def render(results: dict) -> tuple[str, str]:
     f = results["facts"]
     out = [f"# pageindex benchmark results ({'quick' if 'quick' in f['make_target'] else 'full'})", "",
@@ -523,6 +552,9 @@ def render(results: dict) -> tuple[str, str]:
                        "session start; its peak RSS is the sum of VmHWM over the driver's process tree (Python "
                        "driver, JVM, Python workers) read just before the session stops.")
             out.append("")
+
+    if results.get("objstore"):
+        out += objstore_section(results["objstore"])
 
     rows = checks(results)
     out += ["## Targets", "",

@@ -68,6 +68,7 @@ class Config:
     raw: Path
     command: str
     reflink_dir: Path | None = None
+    objstore: bool = True
 
 
 def parse_size(text: str) -> int:
@@ -88,6 +89,8 @@ def config(argv: list[str] | None) -> Config:
     p.add_argument("--cpus", default="0", help="taskset CPU list for every subprocess ('' = no pinning)")
     p.add_argument("--no-spark", action="store_true", help="skip Spark (rewrite and queries)")
     p.add_argument("--no-queries", action="store_true", help="skip the query-effect part")
+    p.add_argument("--no-objstore", action="store_true",
+                   help="skip the object-store part (bench.objstore: moto behind a 20 ms proxy)")
     p.add_argument("--scale", choices=("auto", "yes", "no", "only"), default="auto",
                    help="scale cases: auto = full run only")
     p.add_argument("--scale-factor", type=float, default=1.0,
@@ -119,7 +122,7 @@ def config(argv: list[str] | None) -> Config:
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
-                  a.reflink_dir)
+                  a.reflink_dir, not a.no_objstore)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -527,6 +530,21 @@ def run_scale(cfg: Config) -> list[dict]:
 
 # ---- main --------------------------------------------------------------------------------------
 
+OBJSTORE_LATENCY_MS = 20
+
+
+def run_objstore(cfg: Config) -> dict | None:
+    """bench.objstore in its own process (its moto server and clients stay out of this one)."""
+    out = OUT / "objstore.json"
+    log(f"object store: bench.objstore, {OBJSTORE_LATENCY_MS} ms per request")
+    done = subprocess.run([sys.executable, "-m", "bench.objstore", "--latency-ms", str(OBJSTORE_LATENCY_MS),
+                           "--json", str(out)], cwd=M.ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        log(f"object store part failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
+        return None
+    return json.loads(out.read_text())
+
+
 def main(argv: list[str] | None = None) -> int:
     cfg = config(argv)
     os.chdir(M.ROOT)
@@ -627,6 +645,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["scale"] = run_scale(cfg)
         results["timings"]["scale"] = time.monotonic() - started
+
+    if cfg.objstore:
+        started = time.monotonic()
+        results["objstore"] = run_objstore(cfg)
+        results["timings"]["objstore"] = time.monotonic() - started
 
     for ds in dsets:  # keep bench/out small: outputs were only needed for sizes and queries
         for suffix in (".retrofit.parquet", ".retrofit_trust.parquet", ".pa_rewrite.parquet"):

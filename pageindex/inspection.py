@@ -15,7 +15,7 @@ from pageindex.format.parquet_thrift import BoundaryOrder, Type
 from pageindex.index.bloom.blob import read_filter
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
-from pageindex.index.reader import ColumnIndexView, read_column_index, read_index_bytes, read_offset_index
+from pageindex.index.reader import ColumnIndexView, read_index_bytes, read_page_indexes
 from pageindex.index.soundness import structural_flaws, suspect_writer
 from pageindex.io.storage import Source, open_source
 
@@ -113,10 +113,10 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
         held = read_index_bytes(source, footer)
         flaws = structural_flaws(source, footer, held)
         chunks = []
+        indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row), held)
         for row in footer.chunks:
             for chunk in row:
-                oi = read_offset_index(source, chunk, held)
-                ci = read_column_index(source, chunk, held)
+                oi, ci = indexes[chunk.row_group, chunk.column]
                 rows = []
                 if oi is not None:
                     for i, loc in enumerate(oi.pages):

@@ -17,13 +17,7 @@ from pageindex.index.bloom.blob import BloomFilter, read_filter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
 from pageindex.index.kinds import comparable
-from pageindex.index.reader import (
-    ColumnIndexView,
-    OffsetIndexView,
-    read_column_index,
-    read_index_bytes,
-    read_offset_index,
-)
+from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_index_bytes, read_page_indexes
 from pageindex.index.soundness import Violation, check_boundary_order
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
@@ -62,22 +56,25 @@ def verify(path: str, filesystem: Any = None) -> VerifyResult:
 
 def verify_source(source: Source, footer: Footer) -> VerifyResult:
     """verify on an open file whose footer is read (retrofit's --verify-existing)."""
-    held = read_index_bytes(source, footer)
     violations: list[Violation] = []
     pages = with_oi = with_ci = 0
+    indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row),
+                                read_index_bytes(source, footer))
     for row in footer.chunks:
-        for chunk in row:
-            oi = read_offset_index(source, chunk, held)
-            ci = read_column_index(source, chunk, held)
+        checked_here = [chunk for chunk in row if indexes[chunk.row_group, chunk.column] != (None, None)
+                        or chunk.bloom_filter is not None]
+        # On an object store: the row group's checked chunks in a few merged requests.
+        source.prefetch([(chunk.start, chunk.total_compressed_size) for chunk in checked_here])
+        for chunk in checked_here:
+            oi, ci = indexes[chunk.row_group, chunk.column]
             with_oi += oi is not None
             with_ci += ci is not None
-            if oi is None and ci is None and chunk.bloom_filter is None:
-                continue
             order = order_for(chunk.leaf, footer.declared_order(chunk.column))
             found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
             release_memory(chunk.total_compressed_size)
             violations += found
             pages += checked
+    source.release_prefetch()
     return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,
                         pages, tuple(violations))
 

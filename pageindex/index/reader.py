@@ -5,6 +5,7 @@ Used by inspect, verify and lookup; it works on indexes written by any writer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from pageindex.errors import MalformedFileError, PageIndexError
 from pageindex.format.footer import ChunkMeta, Footer
@@ -137,3 +138,30 @@ def read_column_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None 
         )
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+
+
+IndexPair = tuple[OffsetIndexView | None, ColumnIndexView | None]
+
+
+def index_spans(chunk: ChunkMeta, column_index: bool = True) -> list[tuple[int, int]]:
+    """Where the chunk's OffsetIndex (and ColumnIndex, if asked for) blocks are, as (offset, length)."""
+    spans = [chunk.offset_index, chunk.column_index if column_index else None]
+    return [span for span in spans if span is not None]
+
+
+def read_page_indexes(source: Source, chunks: Iterable[ChunkMeta], held: IndexBytes | None = None
+                      ) -> dict[tuple[int, int], IndexPair]:
+    """The OffsetIndex and ColumnIndex of each chunk, by (row group, column), decoded from `held`
+    (read_index_bytes: all blocks in one read) where given; else, on an object store, all their
+    blocks are fetched first in a few merged requests, as arrow-rs reads a file's page indexes in
+    one ranged read, instead of one request per block."""
+    chunks = list(chunks)
+    if held is None:
+        source.prefetch([span for chunk in chunks for span in index_spans(chunk)], "index")
+    try:
+        return {(chunk.row_group, chunk.column): (read_offset_index(source, chunk, held),
+                                                  read_column_index(source, chunk, held))
+                for chunk in chunks}
+    finally:
+        if held is None:
+            source.release_prefetch()

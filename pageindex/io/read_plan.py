@@ -129,6 +129,19 @@ class ReadPlan:
         joined = parts[0] if len(parts) == 1 else b"".join(parts)
         return memoryview(joined)[offset - first : end - first]
 
+    def drop_before(self, offset: int) -> None:
+        """Drop the blocks that end at or before `offset`, read or not: a caller done with that
+        part of the file frees what its reads left planned and unread, and lets read-ahead go on."""
+        with self._lock:
+            for block in self._blocks:
+                if block.end > offset:
+                    break
+                if not block.dropped:
+                    if block.future is not None:
+                        self._held -= block.length
+                    block.dropped, block.future = True, None
+            self._pump()
+
     def close(self) -> None:
         """Drop every block and cancel fetches not started (those in flight finish unread)."""
         with self._lock:

@@ -140,6 +140,11 @@ class Source:
         if clipped:
             self._plan = ReadPlan(lambda o, n: self._fetch(o, n, purpose), clipped, self.read_options)
 
+    def release_prefetched_before(self, offset: int) -> None:
+        """Drop what the plan holds of the bytes before `offset` (the plan goes on past it)."""
+        if self._plan is not None:
+            self._plan.drop_before(offset)
+
     def release_prefetch(self) -> None:
         """Drop what the plan holds (unread bytes are read again if asked for)."""
         plan, self._plan = self._plan, None

@@ -33,6 +33,7 @@ from pageindex.index.kinds import codec_for, comparable, literal_for
 from pageindex.index.reader import (
     ColumnIndexView,
     OffsetIndexView,
+    index_spans,
     read_column_index,
     read_offset_index,
 )
@@ -160,6 +161,7 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
     needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
     out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
     created_by = footer.created_by_raw
+    source.prefetch(_index_spans(footer, plans, [fields[name] for name in needed]), "index")
     pieces = []
     for rg, rows in enumerate(footer.row_group_rows):
         stats.row_groups += 1
@@ -189,10 +191,24 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
                                        created_by, gap)
         table = pa.table(arrays)
         pieces.append(table.filter(_exact_filter(table, plans)))
+    source.release_prefetch()
     if not pieces:
         return out_schema.empty_table()
     # Selected after concatenating: a table of no columns keeps its row count only until then.
     return _conform(pa.concat_tables(pieces).select(wanted), out_schema)
+
+
+def _index_spans(footer: Footer, plans: list[_Plan], needed: list[_Field]) -> list[tuple[int, int]]:
+    """The index blocks the row groups that footer statistics do not prune may read: the
+    predicate columns' OffsetIndex and ColumnIndex, the single-leaf read columns' OffsetIndex.
+    Prefetched together, they come in one or a few requests instead of one per block."""
+    spans = []
+    for row in footer.chunks:
+        if all(plan.chunk_may_match(footer, row[plan.leaf.index]) for plan in plans):
+            spans += [span for plan in plans for span in index_spans(row[plan.leaf.index])]
+            spans += [span for f in needed if len(f.leaves) == 1
+                      for span in index_spans(row[f.leaves[0].index], column_index=False)]
+    return spans
 
 
 def _usable(ci: ColumnIndexView, oi: OffsetIndexView, leaf: Leaf) -> bool:

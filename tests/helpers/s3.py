@@ -83,3 +83,14 @@ def create_bucket(endpoint: str, prefix: str = "test") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:12]}"
     boto3_client(endpoint).create_bucket(Bucket=name)
     return name
+
+
+def pyarrow_s3fs(endpoint: str):
+    """pyarrow's own S3FileSystem on the fake endpoint (or a proxy in front of it)."""
+    from urllib.parse import urlsplit
+
+    import pyarrow.fs as pafs
+
+    parts = urlsplit(endpoint)
+    return pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
+                             endpoint_override=f"{parts.hostname}:{parts.port}", scheme="http")

@@ -161,6 +161,27 @@ def test_a_block_is_kept_until_every_planned_range_in_it_was_read():
         assert source.stats.requests == 2
 
 
+def test_dropping_the_blocks_before_an_offset_frees_them_read_or_not():
+    fs = CountingMemoryFS()
+    path, data = _file(fs, 100_000)
+    options = ReadOptions(hole_limit=0, range_cap=10_000, max_ahead_bytes=20_000)
+    with open_source(path, fs) as source:
+        source.read_options = options
+        source.prefetch([(0, 10_000), (10_000, 10_000), (20_000, 10_000), (30_000, 10_000)])
+        assert source.read(0, 100) == data[:100]  # partly read: the block stays held
+        assert source._plan.held_bytes == 20_000  # and the read-ahead is full
+        source.release_prefetched_before(10_000)
+        assert source._plan.held_bytes == 20_000  # the next block was started in its place
+        assert source.read(20_000, 100) == data[20_000:20_100]
+        source.release_prefetched_before(25_000)  # a block ending past the offset stays
+        assert source._plan.held_bytes == 20_000  # [20_000, 30_000) and the last block
+        assert source.read(20_100, 100) == data[20_100:20_200]
+        assert source.read(30_000, 100) == data[30_000:30_100]
+        assert source.stats.requests == 4
+        assert source.read(0, 100) == data[:100]  # dropped: read again
+        assert source.stats.requests == 5
+
+
 def test_prefetch_is_a_no_op_on_a_local_file(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"x" * 1000)
@@ -267,7 +288,7 @@ def test_prefetch_on_s3_reads_a_row_group_in_few_gets(s3_server, s3_bucket, tmp_
             for row in footer.chunks)
 
 
-def test_exact_retrofit_on_s3_reads_each_row_group_in_one_get(s3_server, s3_bucket, tmp_path):
+def test_exact_retrofit_on_s3_reads_the_row_groups_in_merged_gets(s3_server, s3_bucket, tmp_path):
     import numpy as np
     import pyarrow as pa
 
@@ -286,7 +307,8 @@ def test_exact_retrofit_on_s3_reads_each_row_group_in_one_get(s3_server, s3_buck
         proxy.reset()
         result = pageindex.retrofit(f"{s3_bucket}/many.parquet", filesystem=s3h.make_s3fs(proxy.endpoint),
                                     dry_run=True)
-        assert proxy.stats.count("GetObject") == footer_gets + 4  # was one GET per chunk: 240
+        # one plan for the file: its four contiguous row groups (1 MiB) in one GET; was one per chunk: 240
+        assert proxy.stats.count("GetObject") == footer_gets + 1
         assert result.status == "dry_run" and len(result.chunks) == 240
         pageindex.retrofit(f"{s3_bucket}/many.parquet", str(tmp_path / "out.parquet"),
                            filesystem=s3h.make_s3fs(proxy.endpoint), dst_filesystem=LocalFileSystem())
