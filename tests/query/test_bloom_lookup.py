@@ -6,45 +6,17 @@ import datetime as dt
 import math
 from decimal import Decimal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 
 from pageindex.query.lookup import lookup
-from pageindex.retrofit import retrofit
-
-RNG = np.random.default_rng(2728)
-N, GROUP = 8000, 2000
-
-
-def table() -> pa.Table:
-    ints = RNG.permutation(N).astype(np.int64) * 2  # even: odd values within range are absent
-    floats = RNG.normal(size=N)
-    floats[[5, 2100, 4100]] = [-0.0, 0.0, math.nan]
-    return pa.table({
-        "i64": pa.array(ints),
-        "i32": pa.array(ints.astype(np.int32)),
-        "u32": pa.array((ints + (1 << 31)).astype(np.uint32)),
-        "s": pa.array(["" if i % 11 == 0 else f"k{x}" for i, x in enumerate(ints)]),
-        "f64": pa.array(floats),
-        "dec": pa.array([Decimal(int(x)).scaleb(-2) for x in ints], pa.decimal128(9, 2)),
-        "date": pa.array((ints % 20000).astype(np.int32), pa.date32()),
-        "ts": pa.array(ints * 1_000_003, pa.timestamp("us")),
-        "uuid": pa.array([int(x).to_bytes(16, "big") for x in ints], pa.binary(16)),
-    })
+from tests.helpers.bloom_files import GROUP, N, write_filtered
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["dec-flba", "dec-int"])
 def files(request, tmp_path_factory):
-    d = tmp_path_factory.mktemp("bloom_lookup")
-    t = table()
-    src = d / "in.parquet"
-    pq.write_table(t, src, row_group_size=GROUP, write_page_index=False, dictionary_pagesize_limit=1024,
-                   store_decimal_as_integer=request.param)
-    out = d / "out.parquet"
-    result = retrofit(str(src), str(out), bloom_filter=t.column_names)
+    t, src, out, result = write_filtered(tmp_path_factory.mktemp("bloom_lookup"), request.param)
     assert result.to_dict()["bloom_filters"] == t.num_columns * (N // GROUP)
     return t, src, out
 

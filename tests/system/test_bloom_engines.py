@@ -9,25 +9,17 @@ from decimal import Decimal
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from pageindex.retrofit import retrofit
+from tests.helpers.bloom_files import GROUP, N, write_filtered
 from tests.helpers.engines import Predicate, datafusion_metrics, datafusion_rows, spark_rows, spark_scan_rows
-from tests.query.test_bloom_lookup import GROUP, N, table
 
 GROUPS = N // GROUP
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["dec-flba", "dec-int"])
 def files(request, tmp_path_factory):
-    d = tmp_path_factory.mktemp("bloom_engines")
-    t = table()
-    src = d / "in.parquet"
-    pq.write_table(t, src, row_group_size=GROUP, write_page_index=False, dictionary_pagesize_limit=1024,
-                   store_decimal_as_integer=request.param)
-    out = d / "out.parquet"
-    retrofit(str(src), str(out), bloom_filter=t.column_names)
+    t, src, out, _ = write_filtered(tmp_path_factory.mktemp("bloom_engines"), request.param)
     return t, src, out
 
 
