@@ -64,11 +64,16 @@ def _describe(record: dict[str, Any]) -> str:
         + (f", {from_stats} from page-header statistics" if from_stats else "")
         + (f", {record['bloom_filters']} bloom filters written" if record.get("bloom_filters") else ""),
         f"  size {record['bytes_in']} -> {record['bytes_out']} bytes"
-        f" (+{record['bytes_out'] - record['bytes_in']}), read {record['bytes_read']} bytes"
-        f" in {record['seconds']:.2f}s",
+        f" (+{record['bytes_out'] - record['bytes_in']}), read {record['index_bytes_read']} bytes to index"
+        + (f" and {record['copy_bytes_read']} to copy" if record["copy_bytes_read"] else "")
+        + f" in {record['seconds']:.2f}s",
     ]
+    if record["no_page_skipping"]:
+        lines.append(f"  no page skipping: {record['no_page_skipping']} (the index cannot help readers here)")
     for reason, count in sorted(record["without_column_index_reasons"].items()):
         lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
+    for reason, count in sorted(record["page_stats_fallback_reasons"].items()):
+        lines.append(f"  decoded exactly, {count} chunk{'s' if count > 1 else ''}: {reason}")
     violations = record["violations"]
     if violations:
         done = "to rebuild" if status == Status.REPAIR_NEEDED else "rebuilt"

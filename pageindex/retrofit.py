@@ -5,6 +5,7 @@ The only module that runs the whole pipeline; each stage lives in its own module
 from __future__ import annotations
 
 import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -19,13 +20,13 @@ from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
-from pageindex.io.commit import PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries
+from pageindex.io.commit import COPY, PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries
 from pageindex.io.storage import Source, open_source, resolve
 from pageindex.scan.memory import collector_paused
 from pageindex.verify import verify_source
 from pageindex.version import __version__
 
-__all__ = ["ChunkReport", "RetrofitResult", "Status", "Violation", "retrofit"]
+__all__ = ["ChunkReport", "NoSkipping", "RetrofitResult", "Status", "Violation", "retrofit"]
 
 
 class Status(StrEnum):
@@ -43,6 +44,14 @@ class Status(StrEnum):
     FAILED = "failed"
 
 
+class NoSkipping(StrEnum):
+    """Why a file's new index lets no reader skip a page: each chunk it helps must have a
+    ColumnIndex over more than one page."""
+
+    ONE_PAGE = "one data page per column chunk"
+    NO_COLUMN_INDEX = "no column chunk with several pages could have a ColumnIndex"
+
+
 @dataclass(frozen=True)
 class RetrofitResult:
     path: str
@@ -55,10 +64,24 @@ class RetrofitResult:
     bytes_read: int = 0
     seconds: float = 0.0
     violations: tuple[Violation, ...] = field(default_factory=tuple)  # what was wrong in the index repaired
+    copy_bytes_read: int = 0  # of bytes_read, those read to copy the prefix for the commit
 
     @property
     def pages(self) -> int:
         return sum(c.pages for c in self.chunks)
+
+    @property
+    def index_bytes_read(self) -> int:
+        """Of bytes_read, those read to compute the index (footer, headers, pages)."""
+        return self.bytes_read - self.copy_bytes_read
+
+    @property
+    def no_page_skipping(self) -> NoSkipping | None:
+        """Why the index computed lets a reader skip no page, if it does not (None too when no
+        index was computed)."""
+        if not self.chunks or any(c.column_index and c.pages > 1 for c in self.chunks):
+            return None
+        return NoSkipping.ONE_PAGE if all(c.pages <= 1 for c in self.chunks) else NoSkipping.NO_COLUMN_INDEX
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,9 +93,16 @@ class RetrofitResult:
             "chunks_from_page_stats": sum(c.source == PAGE_STATS for c in self.chunks),
             "bloom_filters": sum(c.bloom_filter > 0 for c in self.chunks),
             "chunks": [c.__dict__ for c in self.chunks],
-            "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
-            "violations": [str(v) for v in self.violations],
+            "bytes_read": self.bytes_read, "index_bytes_read": self.index_bytes_read,
+            "copy_bytes_read": self.copy_bytes_read, "seconds": round(self.seconds, 6),
+            "violations": [str(v) for v in self.violations], "no_page_skipping": self.no_page_skipping,
+            "page_stats_fallback_reasons": fallback_reasons(self.chunks),
         }
+
+
+def fallback_reasons(chunks: tuple[ChunkReport, ...]) -> dict[str, int]:
+    """How many chunks were decoded exactly though page-header statistics were trusted, by why."""
+    return dict(Counter(str(c.fallback) for c in chunks if c.fallback))
 
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,
@@ -146,8 +176,9 @@ def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:
 def _result(src: str, output: str | None, status: Status, source: Source, footer: Footer, bytes_out: int,
             reports: tuple[ChunkReport, ...], started: float, violations: tuple[Violation, ...] = ()
             ) -> RetrofitResult:
+    copied = sum(length for _, length, purpose in source.stats.ranges if purpose == COPY)
     return RetrofitResult(src, output, status, source.size, bytes_out, len(footer.chunks), reports,
-                          source.stats.bytes_read, time.monotonic() - started, violations)
+                          source.stats.bytes_read, time.monotonic() - started, violations, copied)
 
 
 @contextmanager

@@ -38,7 +38,8 @@ MAGIC_BASE = 0x1122334455667788  # little-endian bytes occur nowhere else in the
 # One record per file, as the Spark job's --report writes them (pageindex/job/process.py).
 RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", "row_groups", "pages",
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
-                 "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds"}
+                 "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds",
+                 "index_bytes_read", "copy_bytes_read", "no_page_skipping", "page_stats_fallback_reasons"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
@@ -123,6 +124,10 @@ def test_retrofit_json(files, tmp_path):
     assert doc["row_groups"] == 1 and doc["pages"] == 6 * PAGES
     assert doc["chunks_with_column_index"] == 6 and doc["chunks_without_column_index"] == 0
     assert doc["chunks_from_page_stats"] == 0 and doc["without_column_index_reasons"] == {}
+    assert doc["page_stats_fallback_reasons"] == {} and doc["no_page_skipping"] is None
+    # --output: the prefix is copied from the input, so part of what was read was read to copy it
+    assert doc["copy_bytes_read"] == footer_of(files.src.read_bytes()).start
+    assert doc["index_bytes_read"] + doc["copy_bytes_read"] == doc["bytes_read"]
     assert out.read_bytes() == files.dst.read_bytes()
     assert proc.stderr == "", "one file: no summary"
 
@@ -689,3 +694,27 @@ def test_without_an_endpoint_s3_is_not_reached(tmp_path):
 def test_storage_option_syntax_errors_are_usage_errors():
     proc = _run_cli_env({}, "verify", "x.parquet", "--storage-option", "novalue")
     assert proc.returncode == 2 and "KEY=VALUE" in proc.stderr
+
+
+# ---------------------------------------------------------------- help
+
+def _arguments_without_help(parser, name: str):
+    """(command, option) for every argument of `parser` and its subcommands that has no help text."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                yield from _arguments_without_help(subparser, f"{name} {sub}")
+        elif not action.help or action.help == argparse.SUPPRESS:
+            yield name, "/".join(action.option_strings) or action.dest
+
+
+def test_every_argument_has_help():
+    from pageindex.cli import parser as cli_parser
+    from pageindex.job.spark import parser as job_parser
+
+    cli, job = cli_parser(), job_parser()
+    assert len([a for sub in cli._subparsers._group_actions[0].choices.values() for a in sub._actions]) > 30
+    assert list(_arguments_without_help(cli, "pageindex")) == []
+    assert list(_arguments_without_help(job, "pageindex-job")) == []

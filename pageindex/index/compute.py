@@ -17,6 +17,7 @@ from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
 from pageindex.index.bloom.sbbf import build, optimal_bytes
 from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
+from pageindex.index.fallback import Fallback
 from pageindex.index.plan import ChunkPlan
 from pageindex.index.tail_writer import ChunkIndexes
 from pageindex.io.storage import Source
@@ -41,6 +42,7 @@ class ChunkReport:
     source: str = EXACT  # EXACT: decoded values; PAGE_STATS: page-header statistics
     bloom_filter: int = 0  # bytes of the bloom filter written (header + bitset), 0 for none
     bloom_ndv: int = 0  # distinct values inserted into it
+    fallback: str = ""  # why it was decoded exactly though page-header statistics were trusted (a Fallback)
 
 
 Computed = tuple[ChunkIndexes, ChunkReport]
@@ -70,7 +72,7 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
 def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int,
                prefetched: bool = False) -> list[Computed]:
     """Header statistics first, where planned; then one scan of the chunks that are left."""
-    from_headers: dict[int, Computed | None] = {}
+    from_headers: dict[int, Computed | Fallback] = {}
     headed = [planned for planned in row if planned.from_headers]
     # A row group within one merged request's bytes is fetched once for both stages: chunks
     # decoded exactly between header-statistics chunks would otherwise split it into requests.
@@ -84,10 +86,16 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
             source.prefetch([_span(planned) for planned in group], "header")
         for planned in group:
             from_headers[id(planned)] = _from_page_stats(source, footer, planned, truncate_length)
-    computed_first = [from_headers.get(id(planned)) for planned in row]
-    exact = [planned for planned, computed in zip(row, computed_first) if computed is None]
+    computed_first = [from_headers.get(id(planned), planned.fallback) for planned in row]
+    exact = [planned for planned, computed in zip(row, computed_first) if isinstance(computed, str)]
     scanned = _from_scans(source, footer, exact, truncate_length, prefetch=not (whole or prefetched))
-    return [computed if computed is not None else next(scanned) for computed in computed_first]
+    return [computed if not isinstance(computed, str) else _fell_back(next(scanned), computed)
+            for computed in computed_first]
+
+
+def _fell_back(computed: Computed, fallback: str) -> Computed:
+    """An exact scan's result, with why header statistics were not used for it (if they were trusted)."""
+    return (computed[0], replace(computed[1], fallback=fallback)) if fallback else computed
 
 
 def _span(planned: ChunkPlan) -> tuple[int, int]:
@@ -127,8 +135,8 @@ def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_l
 
 
 def _from_page_stats(source: Source, footer: Footer, planned: ChunkPlan, truncate_length: int
-                     ) -> Computed | None:
-    """The chunk's indexes from page-header statistics, or None to decode it exactly."""
+                     ) -> Computed | Fallback:
+    """The chunk's indexes from page-header statistics, or why it is decoded exactly."""
     chunk, order = planned.chunk, planned.order
     try:
         headers = page_stats.read_headers(source, chunk, footer.footer_start)
@@ -137,12 +145,13 @@ def _from_page_stats(source: Source, footer: Footer, planned: ChunkPlan, truncat
     levels = headers.levels
     # Anything short of a clean chunk (pages no index can describe, rows that do not add up) is
     # decoded exactly, which explains it in the report or the error.
-    if not isinstance(levels, PageLevels) or _no_valid_index(levels) is not None \
-            or int(levels.rows.sum()) != footer.row_group_rows[chunk.row_group]:
-        return None
+    if not isinstance(levels, PageLevels):
+        return levels
+    if _no_valid_index(levels) is not None or int(levels.rows.sum()) != footer.row_group_rows[chunk.row_group]:
+        return Fallback.UNINDEXABLE_PAGES
     ci = page_stats.column_index_from_headers(chunk, order, headers.stats, levels, truncate_length)
     if not isinstance(ci, Struct):
-        return None
+        return ci
     oi = offset_index(headers.pages, levels, None)
     report = ChunkReport(chunk.row_group, chunk.leaf.dotted, len(headers.pages.pages), True, True,
                          source=PAGE_STATS)

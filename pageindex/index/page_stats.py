@@ -14,6 +14,7 @@ from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import DataPageHeader, DataPageHeaderV2, PageHeader, PageType, Statistics, Type
 from pageindex.format.thrift import Struct
 from pageindex.index.builder import column_index_struct
+from pageindex.index.fallback import Fallback
 from pageindex.index.kinds import codec_for, comparable
 from pageindex.index.kinds.base import Bounds
 from pageindex.index.truncation import truncate_max, truncate_min
@@ -28,15 +29,15 @@ class HeaderFacts:
 
     pages: ChunkPages  # data is empty: bodies are not kept
     stats: tuple[Struct | None, ...]
-    levels: PageLevels | str  # or why the headers cannot give them
+    levels: PageLevels | Fallback  # or why the headers cannot give them
 
 
-def untrusted_writer(created_by: str, leaf_physical_type: int) -> str | None:
+def untrusted_writer(created_by: str, leaf_physical_type: int) -> Fallback | None:
     """Why this writer's statistics for this type cannot be trusted, if it is a known case."""
     m = re.match(r"parquet-mr version (\d+)\.(\d+)\.(\d+)", created_by)
     if m and tuple(int(x) for x in m.groups()) < (1, 8, 0) and leaf_physical_type in (
             Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY):
-        return "parquet-mr before 1.8.0 wrote wrong binary statistics (PARQUET-251)"
+        return Fallback.PARQUET_251
     return None
 
 
@@ -67,15 +68,15 @@ def _stats(page: Page) -> Struct | None:
     return st if isinstance(st, Struct) else None
 
 
-def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ...]) -> PageLevels | str:
+def _flat_levels(max_def: int, pages: ChunkPages, stats: tuple[Struct | None, ...]) -> PageLevels | Fallback:
     """A flat leaf's levels: rows as its pages count them, nulls as the headers say."""
     nulls = []
     for page, st in zip(pages.pages, stats):
         null_count = _null_count(st)
         if null_count is None:
-            return "a page header has no null_count"
+            return Fallback.NO_NULL_COUNT
         if not 0 <= null_count <= page.num_values:
-            return "a page header's null_count is out of range"
+            return Fallback.NULL_COUNT_OUT_OF_RANGE
         nulls.append(null_count)
     return with_nulls(flat_levels(pages), np.array(nulls, dtype=np.int64), max_def)
 
@@ -86,7 +87,7 @@ def _null_count(st: Struct | None) -> int | None:
 
 
 def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struct | None, ...],
-                              levels: PageLevels, truncate_length: int) -> Struct | str:
+                              levels: PageLevels, truncate_length: int) -> Struct | Fallback:
     """The ColumnIndex from header bounds and the chunk's levels, or why the headers are not
     enough. Every header's null_count must match the levels: writers that count a nested
     column's nulls another way are decoded exactly."""
@@ -96,16 +97,16 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
     for st, nulls, defined in zip(stats, levels.nulls, levels.defined):
         header_nulls = _null_count(st)
         if header_nulls is None:
-            return "a page header has no null_count"
+            return Fallback.NO_NULL_COUNT
         if header_nulls != nulls:
-            return "a page header's null_count differs from its levels"
+            return Fallback.NULL_COUNT_DIFFERS
         lo, hi = st.get(Statistics.MIN_VALUE), st.get(Statistics.MAX_VALUE)
         if (lo is None or hi is None) and legacy:
             lo, hi = st.get(Statistics.MIN), st.get(Statistics.MAX)
         if defined == 0:
             lo = hi = None
         elif not isinstance(lo, bytes) or not isinstance(hi, bytes):
-            return "a page header has no min_value/max_value"
+            return Fallback.NO_MIN_MAX
         mins.append(lo)
         maxs.append(hi)
     if order.truncatable:
@@ -114,5 +115,5 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
     keys_lo = [None if v is None else comparable(leaf, order, v) for v in mins]
     keys_hi = [None if v is None else comparable(leaf, order, v) for v in maxs]
     if any(v is None for v, m in zip(keys_lo + keys_hi, mins + maxs) if m is not None):
-        return "a page header's min or max cannot be decoded for this type"
+        return Fallback.UNDECODABLE_BOUND
     return column_index_struct(Bounds(tuple(mins), tuple(maxs), tuple(keys_lo), tuple(keys_hi), None), levels)

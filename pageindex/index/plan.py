@@ -11,6 +11,7 @@ from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.index import page_stats
 from pageindex.index.bloom.options import BloomOptions
+from pageindex.index.fallback import Fallback
 from pageindex.scan.chunk_scan import needs_values
 
 
@@ -22,6 +23,7 @@ class ChunkPlan:
     order: Order
     from_headers: bool  # try page-header statistics before decoding (see page_stats.applicable)
     bloom: BloomOptions | None = None  # build a bloom filter with these options (auto: maybe)
+    fallback: str = ""  # why header statistics, though trusted, are not tried (a Fallback)
 
     @property
     def with_values(self) -> bool:
@@ -44,6 +46,8 @@ def _plan(footer: Footer, chunk: ChunkMeta, trust_page_stats: bool, bloom: Bloom
           ) -> ChunkPlan:
     order = order_for(chunk.leaf, footer.declared_order(chunk.column))
     with_bloom = bloom.wants(chunk.leaf) and (force or chunk.bloom_filter is None)
-    from_headers = (trust_page_stats and not with_bloom
-                    and page_stats.applicable(chunk, order, footer.created_by) is None)
-    return ChunkPlan(chunk, order, from_headers, bloom if with_bloom else None)
+    refusal = Fallback.BLOOM_FILTER if with_bloom else page_stats.applicable(chunk, order, footer.created_by)
+    from_headers = trust_page_stats and refusal is None
+    # A leaf that can have no ColumnIndex decodes no values for one: nothing fell back.
+    fallback = refusal if trust_page_stats and refusal is not None and order.indexable else ""
+    return ChunkPlan(chunk, order, from_headers, bloom if with_bloom else None, fallback)

@@ -26,6 +26,8 @@ from pageindex.errors import ConcurrentModificationError, StorageError
 from pageindex.io.storage import Source, current_version, local_version, storage_errors
 
 COPY_BLOCK = 8 << 20
+# How the prefix copy labels its reads in the source's stats: what was read to copy, not to index.
+COPY = "copy"
 TEMP_TAG = ".pageindex-tmp-"
 
 
@@ -67,10 +69,10 @@ def _copy_prefix(source: Source, out: Any, length: int, stop: threading.Event | 
             pos = _copy_direct(source, fd, length, stop)
         if hasattr(os, "copy_file_range"):
             pos = _copy_in_kernel(source, fd, pos, length, stop)
-        source.stats.record(0, pos, "copy")
+        source.stats.record(0, pos, COPY)
         out.seek(pos)
     while pos < length and not (stop and stop.is_set()):
-        block = source.read(pos, min(COPY_BLOCK, length - pos), "copy")
+        block = source.read(pos, min(COPY_BLOCK, length - pos), COPY)
         if not block:
             raise StorageError("file shrank while copying", path=source.path, offset=pos)
         out.write(block)
@@ -394,7 +396,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
     etag = source.version.etag
     if prefix_length < S3_MIN_PART or etag is None:
         # Too small for a copied part: one PUT of the (small) object.
-        body = source.read(0, prefix_length, "copy") + tail
+        body = source.read(0, prefix_length, COPY) + tail
         check_unchanged(source)
         _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
         return

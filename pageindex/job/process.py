@@ -18,7 +18,7 @@ from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
-from pageindex.retrofit import Status, retrofit
+from pageindex.retrofit import Status, fallback_reasons, retrofit
 
 log = logging.getLogger("pageindex.job.spark")
 
@@ -91,6 +91,9 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
             chunks_without_column_index=sum(not c.column_index for c in result.chunks),
             chunks_from_page_stats=sum(c.source == PAGE_STATS for c in result.chunks),
             bloom_filters=sum(c.bloom_filter > 0 for c in result.chunks),
+            index_bytes_read=result.index_bytes_read, copy_bytes_read=result.copy_bytes_read,
+            no_page_skipping=result.no_page_skipping,
+            page_stats_fallback_reasons=fallback_reasons(result.chunks),
         )
         reasons: dict[str, int] = {}
         for c in result.chunks:
@@ -125,6 +128,8 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "chunks_with_column_index": 0, "chunks_without_column_index": 0, "chunks_from_page_stats": 0,
         "bloom_filters": 0,
         "without_column_index_reasons": {}, "violations": [], "bytes_read": 0, "seconds": 0.0,
+        "index_bytes_read": 0, "copy_bytes_read": 0, "no_page_skipping": None,
+        "page_stats_fallback_reasons": {},
     }
 
 

@@ -17,6 +17,8 @@ from pageindex.retrofit import Status
 # Files that reached the index stage (a dry run computes the indexes it does not write).
 WRITTEN = (Status.INDEXED, Status.DRY_RUN, Status.REPAIRED, Status.REPAIR_NEEDED)
 FAILURES = (Status.FAILED, Status.CHANGED)
+# Record fields that count chunks by reason: a JSON text column in a Parquet report.
+COUNTED_REASONS = ("without_column_index_reasons", "page_stats_fallback_reasons")
 
 
 def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
@@ -26,8 +28,7 @@ def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[
     if parent and not fs.exists(parent):
         fs.makedirs(parent, exist_ok=True)
     if path.endswith(".parquet"):
-        rows = [{**r, "without_column_index_reasons": json.dumps(r["without_column_index_reasons"],
-                                                                  sort_keys=True),
+        rows = [{**r, **{key: json.dumps(r[key], sort_keys=True) for key in COUNTED_REASONS},
                  "violations": json.dumps(r.get("violations", []))} for r in records]
         with fs.open(path, "wb") as out:
             pq.write_table(pa.Table.from_pylist(rows), out)
@@ -58,19 +59,23 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
     written = [r for r in records if r["status"] in WRITTEN]
     pages = sum(r["pages"] for r in written)
     read = sum(r["bytes_read"] for r in records)
+    copied = sum(r["copy_bytes_read"] for r in records)
     lines.append(f"  pages indexed    {pages:>8}")
     filters = sum(r.get("bloom_filters", 0) for r in written)
     if filters:
         lines.append(f"  bloom filters    {filters:>8}")
     lines.append(f"  bytes read       {format_size(read):>12}"
                  f"   throughput {format_size(read / seconds if seconds > 0 else 0)}/s")
-    without = Counter()
-    for r in written:
-        without.update(r["without_column_index_reasons"])
-    if without:
-        lines.append("  chunks without ColumnIndex (OffsetIndex only), by reason:")
-        for reason, n in without.most_common():
-            lines.append(f"    {n:>6}  {reason}")
+    lines.append(f"    to index       {format_size(read - copied):>12}")
+    lines.append(f"    to copy        {format_size(copied):>12}   (the unchanged prefix, for the commit; "
+                 "0 where the store copies it)")
+    no_skipping = Counter(r["no_page_skipping"] for r in written if r["no_page_skipping"])
+    for reason, n in no_skipping.most_common():
+        lines.append(f"  {n} file{'s' if n > 1 else ''} gain{'' if n > 1 else 's'} no page skipping: {reason}")
+    lines += _by_reason(written, "without_column_index_reasons",
+                        "chunks without ColumnIndex (OffsetIndex only), by reason:")
+    lines += _by_reason(written, "page_stats_fallback_reasons",
+                        "chunks decoded exactly though page-header statistics were trusted, by reason:")
     failures: dict[str, list[str]] = defaultdict(list)
     for r in records:
         if r["status"] in FAILURES:
@@ -83,3 +88,13 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
             if len(paths) > 3:
                 lines.append(f"            … and {len(paths) - 3} more")
     return "\n".join(lines)
+
+
+def _by_reason(records: list[dict[str, Any]], key: str, title: str) -> list[str]:
+    """The records' chunk counts under `key` summed per reason, most common first (none: no lines)."""
+    counts: Counter[str] = Counter()
+    for r in records:
+        counts.update(r[key])
+    if not counts:
+        return []
+    return [f"  {title}"] + [f"    {n:>6}  {reason}" for reason, n in counts.most_common()]

@@ -49,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild indexes that already exist")
     p.add_argument("--verify-existing", action="store_true",
                    help="check existing page indexes against the data and rebuild wrong ones (status repaired)")
-    p.add_argument("--truncate-length", type=int, default=64, metavar="N")
+    p.add_argument("--truncate-length", type=int, default=64, metavar="N",
+                   help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
     p.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (faster)")
     add_bloom_arguments(p)
@@ -61,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an fsspec storage option, repeatable (as the pageindex CLI's)")
-    p.add_argument("--progress-seconds", type=float, default=30.0, metavar="N")
+    p.add_argument("--progress-seconds", type=float, default=30.0, metavar="N",
+                   help="log a line of files done and tasks running every N seconds (default 30)")
     p.add_argument("--table-format", choices=lake.TABLE_FORMATS,
                    help="the input is a table root (detected from _delta_log/ otherwise): with "
                         "--in-place, index its snapshot's files as new files and commit them to its log")

@@ -143,6 +143,7 @@ def read_report(path: Path) -> list[dict]:
         rows = pq.read_table(path).to_pylist()
         for r in rows:
             r["without_column_index_reasons"] = json.loads(r["without_column_index_reasons"])
+            r["page_stats_fallback_reasons"] = json.loads(r["page_stats_fallback_reasons"])
             r["violations"] = json.loads(r["violations"])
         return rows
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -198,6 +199,8 @@ def test_local_in_place_end_to_end(spark, dataset, tmp_path, report_name):
         assert r["without_column_index_reasons"] == {}
         # every column chunk is read once, then (local commit) the prefix is copied
         assert 2 * footer_start(before[rel][0]) <= r["bytes_read"] <= 2 * r["bytes_in"] + TAIL_READ
+        assert r["copy_bytes_read"] == footer_start(before[rel][0])
+        assert r["index_bytes_read"] == r["bytes_read"] - r["copy_bytes_read"] <= r["bytes_in"] + TAIL_READ
         assert r["seconds"] >= 0
         # the data bytes are untouched: the old file minus its footer is a prefix of the new one
         old = before[rel][0]
@@ -456,8 +459,10 @@ def test_s3_in_place(s3_spark, s3fs_fs, s3_bucket, s3_server, s3_sources, tmp_pa
         if footer_start(original) >= 5 << 20:
             # the prefix was copied server side: only the chunks (and footer) were downloaded
             assert r["bytes_read"] <= len(original) + TAIL_READ, r
+            assert r["copy_bytes_read"] == 0, r
         else:
             assert r["bytes_read"] >= 2 * footer_start(original), r
+            assert r["copy_bytes_read"] == footer_start(original), r
         tags[rel] = etag(client, bucket, f"data/{rel}")
 
     code = run_job(s3_spark, "--input", f"s3://{bucket}/data", "--in-place",

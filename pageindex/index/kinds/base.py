@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from pageindex.format.column_order import Order
 from pageindex.format.schema import Leaf
+from pageindex.index.fallback import Fallback
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Codec(ABC):
     bound bytes to comparable keys (verify, lookup, inspect), lookup literals, inspect text."""
 
     # Why page-header statistics cannot give this kind's bounds (None: they can, if trusted).
-    header_refusal: str | None = None
+    header_refusal: Fallback | None = None
     # Whether values may be NaN, which lies outside any bounds but satisfies `!=`.
     nan_values: bool = False
     # Whether page_bounds takes dictionary-encoded values as they are (else they come decoded).

@@ -14,6 +14,7 @@ import pyarrow as pa
 from pageindex.format.column_order import Order
 from pageindex.format.parquet_thrift import Type
 from pageindex.format.schema import Leaf
+from pageindex.index.fallback import Fallback
 from pageindex.index.kinds.base import (
     Bounds,
     Codec,
@@ -51,7 +52,7 @@ def total_order_key(bits: Any, width: int) -> Any:
 
 
 class FloatCodec(Codec):
-    header_refusal = "float column: page headers cannot tell whether a page holds NaN"
+    header_refusal = Fallback.FLOAT
     nan_values = True
 
     def page_bounds(self, leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray,
