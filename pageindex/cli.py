@@ -177,7 +177,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         if args.json:
             _print_json_line(view.to_dict())
         else:
-            print(("\n" if shown else "") + format_text(view, max_pages=max_pages))
+            print(("\n" if shown else "") + format_text(view, max_pages=max_pages, summary=args.summary))
         shown.append(path)
         return 0
 
@@ -302,12 +302,16 @@ def parser() -> argparse.ArgumentParser:
                         "else JSON lines (as the Spark job's --report)")
     r.set_defaults(run=_cmd_retrofit, subparser=r)
 
-    i = sub.add_parser("inspect", parents=[storage], help="show files' page indexes, page by page")
+    i = sub.add_parser("inspect", parents=[storage],
+                       help="show files' page indexes page by page, or their pages, types and codecs without one")
     i.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to show")
     i.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
     i.add_argument("--max-pages", type=int, default=20, metavar="N",
                    help="pages shown per chunk (default 20)")
     i.add_argument("--all-pages", action="store_true", help="show every page of every chunk")
+    i.add_argument("--summary", action="store_true",
+                   help="one line per column (its chunks over all row groups taken together) instead of "
+                        "chunk by chunk: for files with many row groups")
     i.set_defaults(run=_cmd_inspect, subparser=i)
 
     v = sub.add_parser("verify", parents=[storage], help="check files' page indexes against the data")

@@ -222,7 +222,7 @@ def test_inspect_text(files):
     assert "rows: 3000" in out and "page index: complete" in out
     sections = {}
     for block in out.split("\n\n"):
-        m = re.search(r"row group 0\s+column (\S+) \((\w+)\)\s+pages=(\d+)", block)
+        m = re.search(r"row group 0\s+column (\S+) \((.+?)\)\s+codec=SNAPPY\s+bytes=\d+\s+pages=(\d+)", block)
         if m:
             sections[m.group(1)] = block
             assert int(m.group(3)) == PAGES
@@ -260,8 +260,11 @@ def test_inspect_file_without_index(files):
     view = json.loads(ok(run_cli("inspect", "--json", files.src)).stdout)
     assert view["fully_indexed"] is False and not view["indexed_by_pageindex"]
     assert all(not c["has_offset_index"] and not c["has_column_index"] for c in view["chunks"])
+    assert view["index_state"] == "none"
+    assert {c["column"]: c["pages"] for c in view["chunks"]} == dict.fromkeys("i d dec s ts long".split(), PAGES)
     text = ok(run_cli("inspect", files.src)).stdout
-    assert "page index: incomplete" in text and "offset_index=no" in text
+    assert "page index: none (no page index" in text and "offset_index=no" in text
+    assert re.search(r"column dec \(\w+ DECIMAL\(9,2\)\)  codec=SNAPPY .* pages=12 ", text), text
 
 
 # ---------------------------------------------------------------- verify

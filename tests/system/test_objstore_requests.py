@@ -186,6 +186,17 @@ def test_inspect(objects, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_inspect_without_index(objects, kind):
+    """Page counts from the page headers: the chunks in one merged read plan, not a request per
+    page header."""
+    key = objects.plain[kind]
+    views = []
+    count = objects.measure(lambda: views.append(inspect_file(objects.path(key), filesystem=objects.fs())))
+    assert all(c.pages > 0 and not c.has_offset_index for c in views[0].chunks)
+    assert count.gets <= _bound(objects, key), count.requests
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_lookup(objects, kind):
     key = objects.indexed[kind]
     columns = ["c000", {"wide": "c001", "many_pages": "x", "nested": "point"}[kind]]
