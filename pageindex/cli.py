@@ -292,7 +292,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
     r.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (much faster; "
-                        "values of floats and known-bad writers are still decoded)")
+                        "values of floats and known-bad writers are still decoded, and each chunk "
+                        "decoded says why)")
     add_bloom_arguments(r)
     r.add_argument("--json", action="store_true",
                    help="print one JSON record per file (JSON lines) instead of text; the summary "
