@@ -37,7 +37,8 @@ TAIL_READ = 64 << 10
 REPORT_KEYS = {
     "path", "status", "reason", "bytes_in", "bytes_out", "row_groups", "pages",
     "chunks_with_column_index", "chunks_without_column_index", "without_column_index_reasons",
-    "bytes_read", "seconds",
+    "bytes_read", "seconds", "index_bytes_read", "copy_bytes_read", "no_page_skipping",
+    "page_stats_fallback_reasons",
 }
 ROWS = 20_000          # rows per pyarrow file
 ROW_GROUP = 10_000     # rows per row group
