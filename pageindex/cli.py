@@ -5,7 +5,9 @@ Exit codes: 0 success, 1 a refused/failed file or a violation, 2 usage errors.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import math
 import os
 import sys
 import time
@@ -33,13 +35,32 @@ SHOWN_VIOLATIONS = 5  # per repaired file in the text output
 
 
 def _print_json(obj: object) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str)
+    json.dump(_jsonable(obj), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 
 def _print_json_line(obj: object) -> None:
     """One document per file: JSON lines, whatever the number of files."""
-    print(json.dumps(obj, sort_keys=True, default=str))
+    print(json.dumps(_jsonable(obj), sort_keys=True, allow_nan=False))
+
+
+def _jsonable(value: Any) -> Any:
+    """Strict JSON: NaN and the infinities as the strings "NaN", "Infinity", "-Infinity" (as
+    Spark's to_json writes them), bytes as 0x hex (as inspect shows binary bounds), dates and
+    times as ISO text, decimals and anything else as their exact text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
 
 
 def _print_error(err: PageIndexError, as_json: bool) -> None:
