@@ -100,6 +100,33 @@ def test_text_that_is_no_number_is_refused_alike(indexed, column):
         lookup(indexed, f"{column} IN (1, 'abc')")
 
 
+@pytest.mark.parametrize("where", [
+    "point.x = 4",
+    "point.x IN (3, '7') AND id < 1000",
+    "point.y = 'y2' AND point.x < 10",
+    "point.x IS NULL",
+    "point.x >= 48",
+])
+def test_leaves_inside_structs_filter_by_dotted_path(indexed, where):
+    expected = _duckdb_ids(indexed, where)
+    assert expected
+    assert _ids(indexed, where) == expected
+    table, _ = lookup(indexed, where, columns=["point"])
+    assert table.column("point").type == _table().schema.field("point").type
+
+
+@pytest.mark.parametrize("where, message", [
+    ("tags = 1", "column 'tags' is nested or repeated to filter on"),
+    ("point = 1", "column 'point' is nested or repeated to filter on"),
+    ("point.z = 1", "no column 'point.z' to filter on"),
+])
+def test_other_nested_columns_are_refused_with_the_leaves_that_filter(indexed, where, message):
+    with pytest.raises(PredicateError) as err:
+        lookup(indexed, where)
+    assert message in str(err.value)
+    assert "filterable columns and leaves: id, small, ts, local, dec, f, point.x, point.y" in str(err.value)
+
+
 def test_lookup_json_is_strict(tmp_path, capsys):
     path = tmp_path / "odd.parquet"
     pq.write_table(pa.table({
