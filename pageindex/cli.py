@@ -335,10 +335,14 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("path", help="a Parquet file or a directory of them")
     lk.add_argument("--where", required=True,
                     help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
-                         "BETWEEN, IN, IS [NOT] NULL, joined by AND)")
+                         "BETWEEN, IN, IS [NOT] NULL, joined by AND). A quoted number on a numeric "
+                         "column is that number ('42' as 42); ISO date/timestamp text without an "
+                         "offset on a UTC-adjusted timestamp column is UTC; struct leaves by dotted "
+                         "path (point.x = 3)")
     lk.add_argument("--columns", help="comma-separated columns to return (default: all)")
     lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
-    lk.add_argument("--json", action="store_true", help="rows and I/O counts as one JSON document")
+    lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
+                         "strings, binary as 0x hex, dates and timestamps as ISO text)")
     lk.set_defaults(run=_cmd_lookup, subparser=lk)
     return p
 

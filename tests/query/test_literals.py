@@ -1,4 +1,4 @@
-"""Lookup literals against an independent reference (DuckDB in a UTC session on the same file):
+"""Lookup literals against independent references (DuckDB and Spark in UTC sessions, same file):
 timestamp text on UTC-adjusted columns, quoted numbers on numeric columns, nested leaves.
 """
 from __future__ import annotations
@@ -68,6 +68,14 @@ def _duckdb_ids(path: str, where: str) -> list[int]:
 def test_timestamp_text_is_utc_as_in_a_utc_session(indexed, where):
     expected = _duckdb_ids(indexed, where)
     assert expected  # every case selects rows, so a wrong zone shows
+    assert _ids(indexed, where) == expected
+
+
+def test_timestamp_text_matches_spark_in_a_utc_session(indexed, spark):
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    where = "ts >= '2024-01-02' AND ts < '2024-01-02 12:00:00'"
+    expected = sorted(r.id for r in spark.read.parquet(indexed).where(where).select("id").collect())
+    assert expected
     assert _ids(indexed, where) == expected
 
 
