@@ -5,7 +5,9 @@ Exit codes: 0 success, 1 a refused/failed file or a violation, 2 usage errors.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import math
 import os
 import sys
 import time
@@ -33,13 +35,32 @@ SHOWN_VIOLATIONS = 5  # per repaired file in the text output
 
 
 def _print_json(obj: object) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str)
+    json.dump(_jsonable(obj), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 
 def _print_json_line(obj: object) -> None:
     """One document per file: JSON lines, whatever the number of files."""
-    print(json.dumps(obj, sort_keys=True, default=str))
+    print(json.dumps(_jsonable(obj), sort_keys=True, allow_nan=False))
+
+
+def _jsonable(value: Any) -> Any:
+    """Strict JSON: NaN and the infinities as the strings "NaN", "Infinity", "-Infinity" (as
+    Spark's to_json writes them), bytes as 0x hex (as inspect shows binary bounds), dates and
+    times as ISO text, decimals and anything else as their exact text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
 
 
 def _print_error(err: PageIndexError, as_json: bool) -> None:
@@ -324,10 +345,14 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("path", help="a Parquet file or a directory of them")
     lk.add_argument("--where", required=True,
                     help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
-                         "BETWEEN, IN, IS [NOT] NULL, joined by AND)")
+                         "BETWEEN, IN, IS [NOT] NULL, joined by AND). A quoted number on a numeric "
+                         "column is that number ('42' as 42); ISO date/timestamp text without an "
+                         "offset on a UTC-adjusted timestamp column is UTC; struct leaves by dotted "
+                         "path (point.x = 3)")
     lk.add_argument("--columns", help="comma-separated columns to return (default: all)")
     lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
-    lk.add_argument("--json", action="store_true", help="rows and I/O counts as one JSON document")
+    lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
+                         "strings, binary as 0x hex, dates and timestamps as ISO text)")
     lk.set_defaults(run=_cmd_lookup, subparser=lk)
     return p
 

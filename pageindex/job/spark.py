@@ -23,6 +23,7 @@ from pageindex.retrofit import Status
 
 log = logging.getLogger("pageindex.job.spark")
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
+WORKER_SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
 
 
 class UsageError(Exception):
@@ -211,7 +212,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
             # Local workers must run this interpreter, the one with pageindex's dependencies.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-        builder = SparkSession.builder.appName("pageindex-retrofit")
+        # Python workers start as `python -m pyspark.daemon` in the working directory, which `-m`
+        # puts first on sys.path: a folder named pageindex there (a clone's parent) would shadow
+        # the installed package. PYTHONSAFEPATH (Python 3.11+) leaves the directory off.
+        builder = SparkSession.builder.appName("pageindex-retrofit").config(WORKER_SAFE_PATH, "1")
         if master:
             builder = builder.master(master)
         spark = builder.getOrCreate()

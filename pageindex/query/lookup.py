@@ -283,14 +283,9 @@ class _Plan:
 
 
 def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
-    f = fields.get(cond.column)
-    if f is None:
-        raise PredicateError(f"no column {cond.column!r} to filter on")
-    if len(f.leaves) != 1 or len(f.leaves[0].path) != 1 or f.leaves[0].max_rep > 0:
-        raise PredicateError(f"column {cond.column!r} is nested; only primitive top-level columns can be filtered")
-    leaf = f.leaves[0]
+    f, leaf = _filtered_leaf(cond.column, fields)
     order = order_for(leaf, footer.declared_order(leaf.index))
-    literals = tuple(_arrow_literal(v, f.arrow_type, cond.column) for v in cond.values)
+    literals = tuple(_arrow_literal(v, _leaf_type(f, leaf), cond.column) for v in cond.values)
     keys = None
     if order.indexable:
         try:
@@ -299,6 +294,29 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
             keys = None
     probes = probe_values(leaf, literals, keys) if cond.op in PROBED_OPS else None
     return _Plan(cond, f, leaf, order, literals, keys, probes)
+
+
+def _filtered_leaf(column: str, fields: dict[str, _Field]) -> tuple[_Field, Leaf]:
+    """The leaf a condition filters: a primitive column by name, or a leaf inside structs by its
+    dotted path (point.x); leaves below a list or map have no one value per row and are refused."""
+    top = fields.get(column)
+    if top is not None and len(top.leaves) == 1 and len(top.leaves[0].path) == 1 and top.leaves[0].max_rep == 0:
+        return top, top.leaves[0]
+    for f in fields.values():
+        for leaf in f.leaves:
+            if ".".join(leaf.path) == column and leaf.max_rep == 0:
+                return f, leaf
+    leaves = [".".join(leaf.path) for f in fields.values() for leaf in f.leaves if leaf.max_rep == 0]
+    what = f"column {column!r} is nested or repeated" if top is not None else f"no column {column!r}"
+    raise PredicateError(f"{what} to filter on; filterable columns and leaves: {', '.join(leaves)}")
+
+
+def _leaf_type(f: _Field, leaf: Leaf) -> pa.DataType:
+    """The Arrow type of a leaf of a field (one without repetition: only structs above it)."""
+    typ = f.arrow_type
+    for name in leaf.path[1:]:
+        typ = typ.field(name).type
+    return typ
 
 
 def _arrow_literal(value: Any, typ: pa.DataType, column: str) -> pa.Scalar:
@@ -532,6 +550,8 @@ def _exact_filter(table: pa.Table, plans: list[_Plan]) -> pa.ChunkedArray:
     mask = None
     for plan in plans:
         column = table.column(plan.field.name)
+        if len(plan.leaf.path) > 1:  # a leaf inside structs; a null struct makes it null
+            column = pc.struct_field(column, list(plan.leaf.path[1:]))
         if column.type == pa.float16():
             column = column.cast(pa.float32())
         op, lits = plan.cond.op, plan.literals

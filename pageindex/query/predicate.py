@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pageindex.errors import PageIndexError
-from pageindex.index.kinds.base import NumericText
+from pageindex.index.kinds.base import NUMBER, parse_number
 
 
 class PredicateError(PageIndexError):
@@ -29,7 +29,7 @@ class Condition:
 _TOKEN = re.compile(r"""
     \s*(?:
       (?P<string>'(?:[^']|'')*')
-    | (?P<number>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+    | (?P<number>""" + NUMBER + r""")
     | (?P<op><=|>=|<>|!=|==|=|<|>|\(|\)|,)
     | (?P<quoted>"(?:[^"]|"")*"|`(?:[^`]|``)*`)
     | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
@@ -91,7 +91,7 @@ class _Parser:
         if kind == "string":
             return text[1:-1].replace("''", "'")
         if kind == "number":
-            return int(text) if re.fullmatch(r"[-+]?\d+", text) else NumericText(text)
+            return parse_number(text)
         if kind == "word":
             low = text.lower()
             if low in ("true", "false"):

@@ -3,6 +3,7 @@ vectorized per-page reductions the fixed-width kinds share.
 """
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from decimal import Decimal
@@ -36,6 +37,24 @@ class Refusal:
 
 class NumericText(str):
     """A numeric literal with a fraction or exponent, kept as text until the column type is known."""
+
+
+# How a number is spelled in a where clause, quoted or not.
+NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
+_INTEGER = re.compile(r"[-+]?\d+")
+
+
+def parse_number(text: str) -> int | NumericText:
+    """A number spelled as NUMBER: an int, or NumericText when it has a fraction or exponent."""
+    return int(text) if _INTEGER.fullmatch(text) else NumericText(text)
+
+
+def number_in_text(value: Any) -> Any:
+    """For a numeric column: quoted text that spells a number is that number ('42' is 42, as
+    '1.23' is 1.23); any other value is returned as it is."""
+    if is_text(value) and re.fullmatch(NUMBER, value.strip()):
+        return parse_number(value.strip())
+    return value
 
 
 def is_number(value: Any) -> bool:

@@ -13,7 +13,15 @@ import pyarrow as pa
 from pageindex.format.column_order import Order
 from pageindex.format.parquet_thrift import DecimalType, Type
 from pageindex.format.schema import Leaf
-from pageindex.index.kinds.base import Bounds, Codec, fixed_width, is_number, logical_params, spread_bounds
+from pageindex.index.kinds.base import (
+    Bounds,
+    Codec,
+    fixed_width,
+    is_number,
+    logical_params,
+    number_in_text,
+    spread_bounds,
+)
 from pageindex.index.kinds.byte_arrays import grouped_min_max
 
 
@@ -57,7 +65,8 @@ class DecimalCodec(Codec):
         return pa.types.is_decimal(arrow_type)
 
     def literal(self, value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
-        if not is_number(value) and not isinstance(value, str):
+        value = number_in_text(value)
+        if not is_number(value):
             return None
         return pa.scalar(Decimal(str(value)))
 

@@ -22,6 +22,7 @@ from pageindex.index.kinds.base import (
     Refusal,
     fixed_width,
     is_number,
+    number_in_text,
     numeric_bounds,
     page_min_max,
     segments,
@@ -79,6 +80,7 @@ class FloatCodec(Codec):
         return pa.types.is_floating(arrow_type)
 
     def literal(self, value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
+        value = number_in_text(value)
         if not is_number(value):
             return None
         # float16 is compared as float32 (pyarrow has no float16 kernels)

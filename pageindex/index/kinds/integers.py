@@ -21,6 +21,7 @@ from pageindex.index.kinds.base import (
     fixed_width,
     is_number,
     logical_params,
+    number_in_text,
     numeric_bounds,
     page_min_max,
 )
@@ -72,7 +73,8 @@ class IntegerCodec(Codec):
         if pa.types.is_temporal(arrow_type):
             if is_number(value) or isinstance(value, bool):
                 return None
-            return pa.scalar(value).cast(arrow_type)  # text as ISO dates and times
+            return _temporal_literal(value, arrow_type)
+        value = number_in_text(value)
         if not is_number(value):
             return None
         number = Decimal(value) if isinstance(value, (NumericText, float)) else value
@@ -116,6 +118,18 @@ def _split_seconds(leaf: Leaf, value: int) -> tuple[int, int, int]:
     per_second = _PER_SECOND[time_unit(leaf)]
     seconds, frac = divmod(value, per_second)
     return seconds, frac, len(str(per_second)) - 1
+
+
+def _temporal_literal(value: Any, arrow_type: pa.DataType) -> pa.Scalar:
+    """Text as an ISO date, time or timestamp. For a UTC-adjusted timestamp column, text without
+    a zone offset is a UTC time, as Spark reads it in a UTC session; an offset is honoured."""
+    if not (pa.types.is_timestamp(arrow_type) and arrow_type.tz and isinstance(value, str)):
+        return pa.scalar(value).cast(arrow_type)
+    try:
+        wall = pa.scalar(value).cast(pa.timestamp(arrow_type.unit))
+    except pa.ArrowInvalid:  # the text carries its zone offset
+        return pa.scalar(value).cast(arrow_type)
+    return pa.scalar(wall.value, arrow_type)
 
 
 def _temporal_key(leaf: Leaf, literal: pa.Scalar) -> int:
