@@ -7,14 +7,14 @@ import bisect
 import struct
 from dataclasses import dataclass, field
 from decimal import InvalidOperation, localcontext
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pageindex.errors import MalformedFileError, NotParquetError, UnsupportedFileError
+from pageindex.errors import MalformedFileError, UnsupportedFileError
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ENCRYPTED_MAGIC, MAGIC, ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import (
@@ -46,6 +46,7 @@ from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
 from pageindex.scan.values import decode, synthesize
 
 FOOTER_TAIL = 16 << 10
+T = TypeVar("T")
 Ranges = list[tuple[int, int]]  # sorted, disjoint, half-open row ranges within a row group
 
 
@@ -123,17 +124,16 @@ def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[st
 
 
 def _read_file(file: DataFile, dataset: Dataset, filesystem: Any, stats: LookupStats,
-               run: Any) -> Any:
+               run: Callable[[Source], T]) -> T | None:
     """`run(source)` on one file with its reads counted; None when a file found in a directory
     is not Parquet (reported in stats.files_skipped, as the job reports it skipped)."""
     with open_source(file.path, filesystem) as source:
         try:
             return run(source)
-        except MalformedFileError as err:
+        except MalformedFileError:
             if not dataset.directory or source.read(0, 4, "footer") in (MAGIC, ENCRYPTED_MAGIC):
                 raise
-            reason = err.reason if isinstance(err, NotParquetError) else "no Parquet magic at start of file"
-            stats.files_skipped.append((source.path, reason))
+            stats.files_skipped.append((source.path, "no Parquet magic at start of file"))
             return None
         finally:
             stats.requests += source.stats.requests
