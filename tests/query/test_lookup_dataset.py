@@ -5,8 +5,6 @@ partitioning="hive" (and Spark) reading the same directory.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex.query.lookup as lookup_module
+from pageindex.cli import main
 from pageindex.errors import MalformedFileError, UnsupportedFileError
 from pageindex.query.lookup import lookup
 from pageindex.query.predicate import PredicateError
-from tests.helpers.paths import REPO_ROOT
 from tests.helpers.predicates import table_difference
 from tests.helpers.spark import spark_conf
 
@@ -177,20 +175,18 @@ def test_named_non_parquet_file_still_fails(lake):
         lookup(str(lake / NOTES), "id = 1")
 
 
-def test_cli_partitioned_json(lake):
-    run = subprocess.run([sys.executable, "-m", "pageindex", "lookup", str(lake), "--where",
-                          "day = '2024-01-01' AND hour = 2", "--columns", "id,day,region", "--json"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
+def test_cli_partitioned_json(lake, capsys):
+    code = main(["lookup", str(lake), "--where", "day = '2024-01-01' AND hour = 2", "--columns", "id,day,region",
+                 "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
     assert out["num_rows"] == ROWS and out["io"]["files"] == 1
     assert out["io"]["files_pruned_by_partition"] == len(LAYOUT)  # and the stray file
     assert out["io"]["files_skipped"] == []
     assert {(r["day"], r["region"]) for r in out["rows"]} == {("2024-01-01", "us")}
-    text = subprocess.run([sys.executable, "-m", "pageindex", "lookup", str(lake), "--where", "hour = 1"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert text.returncode == 0, text.stderr
-    assert "from 2 file(s) (3 pruned by partition" in text.stdout and "notes.txt: skipped" in text.stderr
+    assert main(["lookup", str(lake), "--where", "hour = 1"]) == 0
+    text = capsys.readouterr()
+    assert "from 2 file(s) (3 pruned by partition" in text.out and "notes.txt: skipped" in text.err
 
 
 def test_partitioned_lookup_on_s3(lake, s3fs_fs):
