@@ -258,7 +258,7 @@ PATH is a Parquet file or a directory, local, file://, s3:// or s3a://. In a
 directory, files are found by the job's rules (hidden and _underscore entries
 ignored; a file that is not Parquet is reported skipped) and key=value folders
 are Hive partitions: returned as columns (typed as pyarrow.dataset infers them:
-int32 when every value is an integer, else string, dates included;
+int32 when every value casts to int32, else string, dates included;
 __HIVE_DEFAULT_PARTITION__ is null; URL escapes decoded) and filterable, and a
 condition on them prunes whole files without reading a byte of them. Files
 whose schemas evolved are read as one: a column missing from a file is null in
