@@ -227,6 +227,8 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     filesystem = resolve(args.path, storage_options=args.storage_options)[0]
     table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem)
+    for path, reason in stats.files_skipped:
+        print(f"{path}: skipped: {reason}", file=sys.stderr)
     shown = table if args.limit is None else table.slice(0, args.limit)
     if args.json:
         _print_json({"rows": _printable(shown).to_pylist(), "num_rows": table.num_rows,
@@ -236,7 +238,10 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
     print(f"\n{table.num_rows} rows; read {stats.bytes_read} bytes in {stats.requests} requests "
-          f"from {stats.files} file(s), {stats.row_groups_read}/{stats.row_groups} row groups"
+          f"from {stats.files} file(s)"
+          + (f" ({stats.files_pruned_by_partition} pruned by partition values, never opened)"
+             if stats.files_pruned_by_partition else "")
+          + f", {stats.row_groups_read}/{stats.row_groups} row groups"
           + (f" ({stats.row_groups_pruned_by_bloom_filter} skipped by bloom filters)"
              if stats.row_groups_pruned_by_bloom_filter else ""))
     for name, io in stats.columns.items():
@@ -272,6 +277,19 @@ Exit codes: 0 every file indexed, already indexed or skipped; 1 a file failed
 or changed while it was read, or an output was refused (nothing written); 2
 usage. The old form `retrofit SRC DST` (DST not existing) is refused with exit
 code 2: write `retrofit SRC --output DST` instead."""
+
+
+LOOKUP_HELP = """\
+PATH is a Parquet file or a directory, local, file://, s3:// or s3a://. In a
+directory, files are found by the job's rules (hidden and _underscore entries
+ignored; a file that is not Parquet is reported skipped) and key=value folders
+are Hive partitions: returned as columns (typed as pyarrow.dataset infers them:
+int32 when every value casts to int32, else string, dates included;
+__HIVE_DEFAULT_PARTITION__ is null; URL escapes decoded) and filterable, and a
+condition on them prunes whole files without reading a byte of them. Files
+whose schemas evolved are read as one: a column missing from a file is null in
+its rows, int32 and int64 become int64 (pyarrow's permissive unify_schemas);
+types that cannot be unified are refused, naming the file."""
 
 
 def storage_arguments() -> argparse.ArgumentParser:
@@ -341,15 +359,17 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
     v.set_defaults(run=_cmd_verify, subparser=v)
 
-    lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows")
-    lk.add_argument("path", help="a Parquet file or a directory of them")
+    lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows",
+                        description=LOOKUP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    lk.add_argument("path", help="a Parquet file or a directory of them (Hive-partitioned or not)")
     lk.add_argument("--where", required=True,
                     help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
-                         "BETWEEN, IN, IS [NOT] NULL, joined by AND). A quoted number on a numeric "
-                         "column is that number ('42' as 42); ISO date/timestamp text without an "
-                         "offset on a UTC-adjusted timestamp column is UTC; struct leaves by dotted "
-                         "path (point.x = 3)")
-    lk.add_argument("--columns", help="comma-separated columns to return (default: all)")
+                         "BETWEEN, IN, IS [NOT] NULL, joined by AND; partition columns too). A quoted "
+                         "number on a numeric column is that number ('42' as 42); ISO date/timestamp "
+                         "text without an offset on a UTC-adjusted timestamp column is UTC; struct "
+                         "leaves by dotted path (point.x = 3)")
+    lk.add_argument("--columns", help="comma-separated columns to return, partition columns included "
+                                      "(default: all)")
     lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
     lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
                          "strings, binary as 0x hex, dates and timestamps as ISO text)")

@@ -7,7 +7,7 @@ import bisect
 import struct
 from dataclasses import dataclass, field
 from decimal import InvalidOperation, localcontext
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from pageindex.errors import MalformedFileError, UnsupportedFileError
 from pageindex.format.column_order import Order, order_for
-from pageindex.format.footer import MAGIC, ChunkMeta, Footer, read_footer
+from pageindex.format.footer import ENCRYPTED_MAGIC, MAGIC, ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import (
     BoundaryOrder,
     ColumnChunk,
@@ -37,14 +37,16 @@ from pageindex.index.reader import (
     read_column_index,
     read_offset_index,
 )
-from pageindex.io.discovery import list_files
 from pageindex.io.storage import Source, normalize_url, open_source, resolve
 from pageindex.query.bloom_probe import PROBED_OPS, probe_values, ruled_out
+from pageindex.query.dataset import DataFile, Dataset, conform, discover, unify
 from pageindex.query.predicate import Condition, PredicateError, parse
+from pageindex.query.row_filter import holds, mask
 from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
 from pageindex.scan.values import decode, synthesize
 
 FOOTER_TAIL = 16 << 10
+T = TypeVar("T")
 Ranges = list[tuple[int, int]]  # sorted, disjoint, half-open row ranges within a row group
 
 
@@ -63,6 +65,8 @@ class LookupStats:
     row_groups: int = 0
     row_groups_read: int = 0
     row_groups_pruned_by_bloom_filter: int = 0
+    files_pruned_by_partition: int = 0  # never opened: their partition values rule them out
+    files_skipped: list[tuple[str, str]] = field(default_factory=list)  # path, reason (not Parquet)
     requests: int = 0
     bytes_read: int = 0
     bytes_by_purpose: dict[str, int] = field(default_factory=dict)
@@ -73,7 +77,9 @@ class LookupStats:
         return {
             "files": self.files, "row_groups": self.row_groups,
             "row_groups_read": self.row_groups_read,
-            "row_groups_pruned_by_bloom_filter": self.row_groups_pruned_by_bloom_filter, "requests": self.requests,
+            "row_groups_pruned_by_bloom_filter": self.row_groups_pruned_by_bloom_filter,
+            "files_pruned_by_partition": self.files_pruned_by_partition,
+            "files_skipped": [{"path": p, "reason": r} for p, r in self.files_skipped], "requests": self.requests,
             "bytes_read": self.bytes_read, "bytes_by_purpose": dict(self.bytes_by_purpose),
             "columns": {k: v.__dict__ for k, v in self.columns.items()},
         }
@@ -81,29 +87,81 @@ class LookupStats:
 
 def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[str] | None = None,
            filesystem: Any = None, coalesce_gap: int = 0) -> tuple[pa.Table, LookupStats]:
-    """Rows of `path` (a file or a directory of files) matching `where`, and the I/O it took."""
+    """Rows of `path` (a file, or a directory of files, Hive-partitioned or not) matching
+    `where`, and the I/O it took. Partition columns are returned and filterable; a condition on
+    them prunes whole files unopened. Files whose schemas evolved are read as one (see unify)."""
     conditions = parse(where)
     stats = LookupStats()
     if filesystem is None:
         filesystem, inner = resolve(path)
     else:
         inner = normalize_url(path).split("://", 1)[-1]
-    targets = list_files(filesystem, inner) if filesystem.isdir(inner) else [inner]
-    tables = []
-    for target in targets:
-        with open_source(target, filesystem) as source:
-            tables.append(_lookup_file(source, conditions, columns, stats, coalesce_gap))
+    dataset = discover(filesystem, inner)
+    keys = dataset.partitions.names
+    on_partitions = [(c, tuple(_arrow_literal(v, dataset.partitions.field(c.column).type, c.column)
+                               for v in c.values)) for c in conditions if c.column in keys]
+    on_files = [c for c in conditions if c.column not in keys]
+    read: list[tuple[DataFile, pa.Schema, pa.Table]] = []
+    for file in dataset.files:
+        values = dataset.values(file)
+        if not all(holds(values[c.column], c.op, literals) for c, literals in on_partitions):
+            stats.files_pruned_by_partition += 1
+            continue
+        found = _read_file(file, dataset, filesystem, stats,
+                           lambda source: _lookup_file(source, on_files, columns, stats, coalesce_gap, keys))
+        if found is not None:
             stats.files += 1
+            read.append((file, *found))
+    for file in dataset.files if not read and stats.files_pruned_by_partition else ():
+        # Every file pruned: the first one's footer still gives the result its columns.
+        schema = _read_file(file, dataset, filesystem, stats, _file_schema)
+        if schema is not None:
+            read.append((file, schema, schema.empty_table()))
+            break
+    if not read:
+        raise PredicateError("no Parquet files found", path=path)
+    return _combine(read, dataset, conditions, columns), stats
+
+
+def _read_file(file: DataFile, dataset: Dataset, filesystem: Any, stats: LookupStats,
+               run: Callable[[Source], T]) -> T | None:
+    """`run(source)` on one file with its reads counted; None when a file found in a directory
+    is not Parquet (reported in stats.files_skipped, as the job reports it skipped)."""
+    with open_source(file.path, filesystem) as source:
+        try:
+            return run(source)
+        except MalformedFileError:
+            if not dataset.directory or source.read(0, 4, "footer") in (MAGIC, ENCRYPTED_MAGIC):
+                raise
+            stats.files_skipped.append((source.path, "no Parquet magic at start of file"))
+            return None
+        finally:
             stats.requests += source.stats.requests
             stats.bytes_read += source.stats.bytes_read
             for offset, length, purpose in source.stats.ranges:
                 stats.bytes_by_purpose[purpose] = stats.bytes_by_purpose.get(purpose, 0) + length
                 stats.reads.append((source.path, offset, length, purpose))
-    if not tables:
-        raise PredicateError("no Parquet files found", path=path)
-    if not tables[0].num_columns:  # concatenating tables of no columns would lose their rows
-        return _no_columns(sum(t.num_rows for t in tables), tables[0].schema.metadata), stats
-    return pa.concat_tables(tables, promote_options="default"), stats
+
+
+def _file_schema(source: Source) -> pa.Schema:
+    return _arrow_schema(read_footer(source, FOOTER_TAIL, check_head=False))
+
+
+def _combine(read: list[tuple[DataFile, pa.Schema, pa.Table]], dataset: Dataset,
+             conditions: list[Condition], columns: Sequence[str] | None) -> pa.Table:
+    """The files' rows as one table: the unified schema, then the partition columns."""
+    unified = unify([(file.path, schema) for file, schema, _ in read])
+    full = pa.schema(list(unified) + list(dataset.partitions), metadata=unified.metadata)
+    wanted = list(columns) if columns is not None else full.names
+    for name in dict.fromkeys(wanted + [c.column for c in conditions]):
+        if name not in full.names:
+            raise PredicateError(f"no column {name!r} (columns: {', '.join(full.names)})",
+                                 path=read[0][0].path if len(dataset.files) == 1 else None)
+    if not wanted:
+        return _no_columns(sum(t.num_rows for _, _, t in read), full.metadata)
+    out = pa.schema([full.field(n) for n in wanted], metadata=full.metadata)
+    tables = [conform(table, out, dataset.values(file)) for file, _, table in read]
+    return pa.concat_tables(tables, promote_options="default")
 
 
 def _no_columns(rows: int, metadata: dict | None) -> pa.Table:
@@ -149,15 +207,20 @@ def _arrow_schema(footer: Footer) -> pa.Schema:
 
 
 def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[str] | None,
-                 stats: LookupStats, gap: int) -> pa.Table:
+                 stats: LookupStats, gap: int, partition_keys: Sequence[str]) -> tuple[pa.Schema, pa.Table]:
+    """The file's Arrow schema and its matching rows, of the wanted columns it has."""
     footer = read_footer(source, FOOTER_TAIL, check_head=False)
     schema = _arrow_schema(footer)
     fields = _fields(footer, schema)
-    wanted = list(columns) if columns is not None else list(fields)
-    for name in wanted:
-        if name not in fields:
-            raise PredicateError(f"no column {name!r} (columns: {', '.join(fields)})", path=source.path)
-    plans = [_plan(c, fields, footer) for c in conditions]
+    for key in partition_keys:
+        if key in fields:
+            raise UnsupportedFileError(f"column {key!r} is both in the file and a partition folder name",
+                                       path=source.path)
+    wanted = [n for n in (columns if columns is not None else fields) if n in fields]
+    # A column the file lacks is null in all its rows: IS NULL holds for each, nothing else does.
+    if any(c.column not in fields and c.op != "is_null" for c in conditions):
+        return schema, pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata).empty_table()
+    plans = [_plan(c, fields, footer) for c in conditions if c.column in fields]
     needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
     out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
     created_by = footer.created_by_raw
@@ -190,12 +253,12 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
             arrays[name] = _read_field(source, footer, fields[name], rg, ranges, indexes, stats,
                                        created_by, gap)
         table = pa.table(arrays)
-        pieces.append(table.filter(_exact_filter(table, plans)))
+        pieces.append(table.filter(_exact_filter(table, plans)) if plans else table)
     source.release_prefetch()
     if not pieces:
-        return out_schema.empty_table()
+        return schema, out_schema.empty_table()
     # Selected after concatenating: a table of no columns keeps its row count only until then.
-    return _conform(pa.concat_tables(pieces).select(wanted), out_schema)
+    return schema, _conform(pa.concat_tables(pieces).select(wanted), out_schema)
 
 
 def _index_spans(footer: Footer, plans: list[_Plan], needed: list[_Field]) -> list[tuple[int, int]]:
@@ -545,30 +608,12 @@ def _read_coalesced(source: Source, wanted: list[tuple[int, int, str]], gap: int
 
 
 def _exact_filter(table: pa.Table, plans: list[_Plan]) -> pa.ChunkedArray:
-    """The predicate applied to decoded rows: nulls never match, comparisons are IEEE (NaN
-    matches only !=), IN is the OR of its equalities."""
-    mask = None
+    """The predicate applied to decoded rows, every condition's row filter ANDed."""
+    result = None
     for plan in plans:
         column = table.column(plan.field.name)
         if len(plan.leaf.path) > 1:  # a leaf inside structs; a null struct makes it null
             column = pc.struct_field(column, list(plan.leaf.path[1:]))
-        if column.type == pa.float16():
-            column = column.cast(pa.float32())
-        op, lits = plan.cond.op, plan.literals
-        if op == "is_null":
-            m = pc.is_null(column)
-        elif op == "is_not_null":
-            m = pc.is_valid(column)
-        elif op == "between":
-            m = pc.and_(pc.greater_equal(column, lits[0]), pc.less_equal(column, lits[1]))
-        elif op == "in":
-            m = pc.equal(column, lits[0])
-            for lit in lits[1:]:
-                m = pc.or_(m, pc.equal(column, lit))
-        else:
-            fn = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-                  ">": pc.greater, ">=": pc.greater_equal}[op]
-            m = fn(column, lits[0])
-        m = pc.fill_null(m, False)
-        mask = m if mask is None else pc.and_(mask, m)
-    return mask
+        m = mask(column, plan.cond.op, plan.literals)
+        result = m if result is None else pc.and_(result, m)
+    return result
