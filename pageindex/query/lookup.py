@@ -153,7 +153,7 @@ def _combine(read: list[tuple[DataFile, pa.Schema, pa.Table]], dataset: Dataset,
     unified = unify([(file.path, schema) for file, schema, _ in read])
     full = pa.schema(list(unified) + list(dataset.partitions), metadata=unified.metadata)
     wanted = list(columns) if columns is not None else full.names
-    for name in dict.fromkeys(wanted + [c.column for c in conditions]):
+    for name in dict.fromkeys(wanted + [c.column for c in conditions if not _struct_leaf(full, c.column)]):
         if name not in full.names:
             raise PredicateError(f"no column {name!r} (columns: {', '.join(full.names)})",
                                  path=read[0][0].path if len(dataset.files) == 1 else None)
@@ -162,6 +162,19 @@ def _combine(read: list[tuple[DataFile, pa.Schema, pa.Table]], dataset: Dataset,
     out = pa.schema([full.field(n) for n in wanted], metadata=full.metadata)
     tables = [conform(table, out, dataset.values(file)) for file, _, table in read]
     return pa.concat_tables(tables, promote_options="default")
+
+
+def _struct_leaf(schema: pa.Schema, path: str) -> bool:
+    """Whether a dotted condition path names a leaf inside the schema's structs (point.x)."""
+    head, _, rest = path.partition(".")
+    if not rest or head not in schema.names:
+        return False
+    typ = schema.field(head).type
+    for name in rest.split("."):
+        if not pa.types.is_struct(typ) or typ.get_field_index(name) < 0:
+            return False
+        typ = typ.field(name).type
+    return True
 
 
 def _no_columns(rows: int, metadata: dict | None) -> pa.Table:
@@ -218,9 +231,9 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
                                        path=source.path)
     wanted = [n for n in (columns if columns is not None else fields) if n in fields]
     # A column the file lacks is null in all its rows: IS NULL holds for each, nothing else does.
-    if any(c.column not in fields and c.op != "is_null" for c in conditions):
+    if any(not _names_in(c.column, fields) and c.op != "is_null" for c in conditions):
         return schema, pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata).empty_table()
-    plans = [_plan(c, fields, footer) for c in conditions if c.column in fields]
+    plans = [_plan(c, fields, footer) for c in conditions if _names_in(c.column, fields)]
     needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
     out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
     created_by = footer.created_by_raw
@@ -357,6 +370,12 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
             keys = None
     probes = probe_values(leaf, literals, keys) if cond.op in PROBED_OPS else None
     return _Plan(cond, f, leaf, order, literals, keys, probes)
+
+
+def _names_in(column: str, fields: dict[str, _Field]) -> bool:
+    """Whether a condition's column is in the file: by name, or as a dotted path whose top-level
+    struct is (a wrong path inside it is then refused by _filtered_leaf, with the leaves)."""
+    return column in fields or column.partition(".")[0] in fields
 
 
 def _filtered_leaf(column: str, fields: dict[str, _Field]) -> tuple[_Field, Leaf]:
