@@ -5,8 +5,10 @@ A batch commits as one transaction of remove + add actions with dataChange false
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -89,6 +91,40 @@ def open_table(root: str, storage_options: dict[str, Any]) -> Any:
         raise StorageError(f"a delta table root ({LOG_DIR}/) that delta-rs cannot open: {err}; "
                            "--output writes indexed copies without touching the table",
                            path=root) from err
+
+
+# Protocol versions from which the protocol action lists table features explicitly.
+_READER_FEATURES_FROM = 3
+_WRITER_FEATURES_FROM = 7
+
+
+def check_writable(table: Any, root: str) -> None:
+    """Refuse, with delta-rs's own reason, a table it cannot commit to (writer features it lacks),
+    before any copy is written. delta-rs checks features only when it commits, so it commits an
+    empty transaction to a throwaway local table with the same protocol and metadata."""
+    from deltalake import CommitProperties, DeltaTable
+    from deltalake.exceptions import CommitFailedError, DeltaProtocolError
+
+    versions, metadata = table.protocol(), table.metadata()
+    protocol: dict[str, Any] = {"minReaderVersion": versions.min_reader_version,
+                                "minWriterVersion": versions.min_writer_version}
+    if versions.min_reader_version >= _READER_FEATURES_FROM:
+        protocol["readerFeatures"] = versions.reader_features or []
+    if versions.min_writer_version >= _WRITER_FEATURES_FROM:
+        protocol["writerFeatures"] = versions.writer_features or []
+    meta = {"id": metadata.id, "format": {"provider": "parquet", "options": {}},
+            "schemaString": table.schema().to_json(), "partitionColumns": metadata.partition_columns,
+            "configuration": metadata.configuration, "createdTime": metadata.created_time}
+    with tempfile.TemporaryDirectory(prefix="pageindex-delta-probe-") as probe:
+        os.mkdir(os.path.join(probe, LOG_DIR))
+        with open(os.path.join(probe, LOG_DIR, f"{0:020d}.json"), "w") as f:
+            f.write(json.dumps({"protocol": protocol}) + "\n" + json.dumps({"metaData": meta}) + "\n")
+        try:
+            twin = DeltaTable(probe)
+            twin.create_write_transaction([], "append", twin.schema(), list(metadata.partition_columns),
+                                          commit_properties=CommitProperties(max_commit_retries=0))
+        except (CommitFailedError, DeltaProtocolError) as err:
+            raise UnsupportedFileError(f"delta-rs cannot write this table: {err}", path=root) from err
 
 
 def snapshot(table: Any, root: str, storage_options: dict[str, Any]) -> Snapshot:
