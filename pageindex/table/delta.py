@@ -180,15 +180,8 @@ def _data_file(add: dict[str, Any]) -> DataFile:
                     add.get("stats"), bool(add.get("deletionVector")))
 
 
-def why_changed(now: DataFile | None, planned: DataFile) -> str | None:
-    """Why a planned replacement no longer applies to the current snapshot, if it does not."""
-    if now is None:
-        return "removed from the table since it was planned"
-    if now.size != planned.size:
-        return f"its logged size changed from {planned.size} to {now.size}"
-    if now.deletion_vector:
-        return "it has a deletion vector now"
-    return None
+def _blocked_by(now: DataFile) -> str | None:
+    return "it has a deletion vector now" if now.deletion_vector else None
 
 
 def commit(root: str, storage_options: dict[str, Any], replacements: list[Replacement],
@@ -209,7 +202,7 @@ def commit(root: str, storage_options: dict[str, Any], replacements: list[Replac
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = open_table(root, storage_options)
         current = snapshot(table, root, storage_options)
-        drop_changed(pending, current.files, why_changed, changed)
+        drop_changed(pending, current.files, changed, "logged", _blocked_by)
         if not pending:
             return CommitResult(None, (), changed, attempt)
         if before_commit is not None:

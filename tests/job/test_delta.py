@@ -6,6 +6,7 @@ commit hook, between our reload of the log and our commit, so each interleaving 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -24,6 +25,7 @@ from pageindex.job.process import JobOptions, process_file  # noqa: E402
 from pageindex.job.spark import main  # noqa: E402
 from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import delta  # noqa: E402
+from pageindex.table.replacement import drop_changed  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
@@ -233,6 +235,23 @@ def test_concurrent_writer(tmp_path, race):
     if race is _second_retrofit:
         assert not result.replaced
     assert_indexed(root) if race in (_append, _second_retrofit) else None
+
+
+def test_why_a_planned_file_changed():
+    planned = delta.DataFile("p=a/x.parquet", 100, {"p": "a"}, 0, None, False)
+    replacement = delta.Replacement(planned, "p=a/x.pageindex-0.parquet", 120)
+    now = {"gone": {}, "resized": {planned.path: dataclasses.replace(planned, size=90)},
+           "vector": {planned.path: dataclasses.replace(planned, deletion_vector=True)},
+           "same": {planned.path: planned}}
+    reasons = {}
+    for case, current in now.items():
+        pending, changed = {planned.path: replacement}, {}
+        drop_changed(pending, current, changed, "logged", delta._blocked_by)
+        assert bool(pending) != bool(changed)
+        reasons[case] = changed.get(planned.path)
+    assert reasons == {"gone": "removed from the table since it was planned",
+                       "resized": "its logged size changed from 100 to 90",
+                       "vector": "it has a deletion vector now", "same": None}
 
 
 # --------------------------------------------------------------------------- deletion vectors
