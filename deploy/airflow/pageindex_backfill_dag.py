@@ -13,8 +13,9 @@ Configuration (all optional; the defaults below apply when nothing is set):
     PAGEINDEX_JOB_SCRIPT, PAGEINDEX_PY_FILES, PAGEINDEX_REPORT_PREFIX,
     PAGEINDEX_SPARK_CONN_ID (Spark connection, default spark_default: its host is the master,
         e.g. yarn, local[*] or k8s://https://HOST:PORT, its extra may hold deploy-mode, queue, ...),
-    PAGEINDEX_BACKFILL_TABLE (DB.TABLE) or PAGEINDEX_BACKFILL_INPUTS (whitespace-separated paths):
-        what the scheduled nightly run processes.
+    PAGEINDEX_BACKFILL_TABLE (DB.TABLE), PAGEINDEX_BACKFILL_INPUTS (whitespace-separated paths),
+    PAGEINDEX_BACKFILL_DELTA_TABLE (a Delta table root) or PAGEINDEX_BACKFILL_ICEBERG_TABLE
+        (CATALOG.NAMESPACE.TABLE): what the scheduled nightly run processes.
   DAG params (override per manual trigger): see `params` below.
 """
 from __future__ import annotations
@@ -46,6 +47,8 @@ DEFAULT_REPORT_PREFIX = os.environ.get("PAGEINDEX_REPORT_PREFIX", "s3://bucket/p
 SPARK_CONN_ID = os.environ.get("PAGEINDEX_SPARK_CONN_ID", "spark_default")
 DEFAULT_TABLE = os.environ.get("PAGEINDEX_BACKFILL_TABLE") or None
 DEFAULT_INPUTS = os.environ.get("PAGEINDEX_BACKFILL_INPUTS", "").split()
+DEFAULT_DELTA_TABLE = os.environ.get("PAGEINDEX_BACKFILL_DELTA_TABLE") or None
+DEFAULT_ICEBERG_TABLE = os.environ.get("PAGEINDEX_BACKFILL_ICEBERG_TABLE") or None
 
 
 def _jinja_str(value: str) -> str:
@@ -72,33 +75,46 @@ FIXED_ARGS = [
 
 
 def params_to_args(params: Mapping[str, Any]) -> list[str]:
-    """The job arguments that vary in number with the params: inputs or table, in-place or output, flags.
+    """The job arguments that vary in number with the params: the source, in-place or output, flags.
 
     Raises ValueError for an inconsistent combination (the operator turns that into a failure
     without retries, like the job's own exit code 2).
     """
     inputs = [str(p) for p in (params.get("input_paths") or []) if str(p).strip()]
-    table = (params.get("table") or "").strip()
+    sources = {
+        "input_paths": ["--input", *inputs] if inputs else None,
+        "table": _named("--table", params.get("table")),
+        # A lakehouse table gets a new version (Delta) or snapshot (Iceberg) naming indexed
+        # copies of its files, so it is always in place: its files themselves never change.
+        "delta_table": _named("--input", params.get("delta_table"), "--table-format", "delta"),
+        "iceberg_table": _named("--iceberg-table", params.get("iceberg_table")),
+    }
+    given = [name for name, args in sources.items() if args]
     in_place = bool(params.get("in_place"))
     output = (params.get("output_dir") or "").strip()
 
-    if inputs and table:
-        raise ValueError("set either input_paths or table, not both")
-    if not inputs and not table:
+    if len(given) > 1:
+        raise ValueError(f"set one of input_paths, table, delta_table, iceberg_table, not {' and '.join(given)}")
+    if not given:
         raise ValueError(
-            "nothing to process: set the input_paths or table param "
-            "(or PAGEINDEX_BACKFILL_INPUTS / PAGEINDEX_BACKFILL_TABLE for the scheduled runs)")
+            "nothing to process: set the input_paths, table, delta_table or iceberg_table param "
+            "(or the matching PAGEINDEX_BACKFILL_* variable for the scheduled runs)")
+    if given[0] in ("delta_table", "iceberg_table") and (output or not in_place):
+        raise ValueError(f"{given[0]} is retrofitted in place (through the table's log): "
+                         "set in_place, not output_dir")
     if in_place and output:
         raise ValueError("set either in_place or output_dir, not both")
     if not in_place and not output:
         raise ValueError("set in_place to true or give an output_dir")
 
-    args = ["--input", *inputs] if inputs else ["--table", table]
+    args = sources[given[0]]
     args += ["--in-place"] if in_place else ["--output", output]
     if params.get("copy_unchanged"):
         if in_place:
             raise ValueError("copy_unchanged only applies with output_dir")
         args.append("--copy-unchanged")
+    if params.get("commit_batch_files"):
+        args += ["--commit-batch-files", str(params["commit_batch_files"])]
     if params.get("dry_run"):
         args.append("--dry-run")
     if params.get("force"):
@@ -107,6 +123,12 @@ def params_to_args(params: Mapping[str, Any]) -> list[str]:
         args += ["--s3-endpoint-url", str(params["s3_endpoint_url"])]
     args += [str(a) for a in (params.get("extra_args") or [])]
     return args
+
+
+def _named(flag: str, value: Any, *more: str) -> list[str] | None:
+    """`flag value more...` for a non-blank string param, else None."""
+    name = (value or "").strip()
+    return [flag, name, *more] if name else None
 
 
 class PageindexSparkSubmitOperator(SparkSubmitOperator):
@@ -149,15 +171,18 @@ in cluster deploy mode spark-submit does not pass the code through, so every fai
 | --- | --- | --- |
 | 0 | all files indexed, skipped (already indexed) or within `max_failures` | success |
 | 1 | more files failed than `max_failures` allows | task fails and is **retried** (2 retries, 10 min delay with exponential backoff, at most 1 h) |
-| 2 | usage/configuration error (bad arguments, unknown table, in-place on a Delta/Iceberg/Hudi table, ...) | task fails **without retry** |
+| 2 | usage/configuration error (bad arguments, unknown table, in-place on a Hudi table, ...) | task fails **without retry** |
 
 Rerunning is safe: the job is idempotent and resumable. Files that already carry a page index
 are skipped (unless `force`), each file is replaced atomically, so a retry or the next night's run
 only does the work that is left. `max_active_runs=1` keeps two runs from working on the same table at once.
 
-Params: `input_paths` (list) **or** `table` (`DB.TABLE`); `in_place` (default true) **or** `output_dir`;
-`max_failures`; `target_task_bytes`; `dry_run`; `force`; `copy_unchanged`; `s3_endpoint_url`;
-`report_prefix`; `extra_args` (appended verbatim).
+Params: `input_paths` (list) **or** `table` (`DB.TABLE`) **or** `delta_table` (a Delta table root)
+**or** `iceberg_table` (`CATALOG.NAMESPACE.TABLE`, from the pyiceberg catalog configuration of the
+machine running the driver); `in_place` (default true) **or** `output_dir` (Delta and Iceberg tables:
+in place only, each batch of indexed copies is committed as a new table version or snapshot);
+`commit_batch_files`; `max_failures`; `target_task_bytes`; `dry_run`; `force`; `copy_unchanged`;
+`s3_endpoint_url`; `report_prefix`; `extra_args` (appended verbatim).
 """
 
 with DAG(
@@ -183,6 +208,13 @@ with DAG(
         "input_paths": Param(DEFAULT_INPUTS, type="array", items={"type": "string"},
                              description="Files, directories (recursive), globs; local, s3://, s3a://"),
         "table": Param(DEFAULT_TABLE, type=["null", "string"], description="DB.TABLE instead of input_paths"),
+        "delta_table": Param(DEFAULT_DELTA_TABLE, type=["null", "string"],
+                             description="A Delta table root: indexed copies committed to its log"),
+        "iceberg_table": Param(DEFAULT_ICEBERG_TABLE, type=["null", "string"],
+                               description="CATALOG.NAMESPACE.TABLE (pyiceberg catalog): copies committed "
+                                           "as a new snapshot"),
+        "commit_batch_files": Param(None, type=["null", "integer"], minimum=1,
+                                    description="Delta/Iceberg tables: files replaced per commit (job default 1000)"),
         "in_place": Param(True, type="boolean", description="Replace each file atomically"),
         "output_dir": Param(None, type=["null", "string"], description="Write indexed copies here instead"),
         "copy_unchanged": Param(False, type="boolean", description="With output_dir: copy files needing no change"),

@@ -52,6 +52,7 @@ def plan_input(inputs: list[str], table_format: str | None, in_place: bool,
 
 def plan(root: str, options: JobOptions) -> TableRun:
     table = delta.open_table(root, options.storage_options)
+    delta.check_writable(table, root)
     snap = delta.snapshot(table, root, options.storage_options)
     files, planned, skipped = [], {}, []
     for data in sorted(snap.files.values(), key=lambda f: f.path):

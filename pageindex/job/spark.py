@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", nargs="+", metavar="PATH",
                      help="files, directories (recursive), globs; local, file://, s3://, s3a://")
-    src.add_argument("--table", metavar="DB.TABLE", help="a catalog table; its location is used")
+    src.add_argument("--table", metavar="DB.TABLE",
+                     help="a catalog table; its location is used (a Delta table root there: as --input)")
     src.add_argument("--iceberg-table", metavar="CATALOG.NAMESPACE.TABLE",
                      help="an Iceberg table from the pyiceberg catalog configuration (.pyiceberg.yaml or "
                           "PYICEBERG_CATALOG__* variables): with --in-place, index its current snapshot's "
@@ -133,9 +134,10 @@ def run(args: argparse.Namespace, spark: Any) -> int:
         bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
         verify_existing=args.verify_existing,
     )
-    table = lake.plan_input(inputs, args.table_format, args.in_place, job_options) if args.input else None
     if args.iceberg_table:
         table, inputs = lake.plan_iceberg(args.iceberg_table, args.in_place, job_options), [args.iceberg_table]
+    else:  # a catalog table whose location is a Delta table root commits through its log too
+        table = lake.plan_input(inputs, args.table_format, args.in_place, job_options)
     if table is None:
         found = discover(inputs, options)
         check_modes(found, args.in_place, (args.table, provider) if args.table else None)

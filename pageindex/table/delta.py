@@ -5,8 +5,10 @@ A batch commits as one transaction of remove + add actions with dataChange false
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -91,6 +93,40 @@ def open_table(root: str, storage_options: dict[str, Any]) -> Any:
                            path=root) from err
 
 
+# Protocol versions from which the protocol action lists table features explicitly.
+_READER_FEATURES_FROM = 3
+_WRITER_FEATURES_FROM = 7
+
+
+def check_writable(table: Any, root: str) -> None:
+    """Refuse, with delta-rs's own reason, a table it cannot commit to (writer features it lacks),
+    before any copy is written. delta-rs checks features only when it commits, so it commits an
+    empty transaction to a throwaway local table with the same protocol and metadata."""
+    from deltalake import CommitProperties, DeltaTable
+    from deltalake.exceptions import CommitFailedError, DeltaProtocolError
+
+    versions, metadata = table.protocol(), table.metadata()
+    protocol: dict[str, Any] = {"minReaderVersion": versions.min_reader_version,
+                                "minWriterVersion": versions.min_writer_version}
+    if versions.min_reader_version >= _READER_FEATURES_FROM:
+        protocol["readerFeatures"] = versions.reader_features or []
+    if versions.min_writer_version >= _WRITER_FEATURES_FROM:
+        protocol["writerFeatures"] = versions.writer_features or []
+    meta = {"id": metadata.id, "format": {"provider": "parquet", "options": {}},
+            "schemaString": table.schema().to_json(), "partitionColumns": metadata.partition_columns,
+            "configuration": metadata.configuration, "createdTime": metadata.created_time}
+    with tempfile.TemporaryDirectory(prefix="pageindex-delta-probe-") as probe:
+        os.mkdir(os.path.join(probe, LOG_DIR))
+        with open(os.path.join(probe, LOG_DIR, f"{0:020d}.json"), "w") as f:
+            f.write(json.dumps({"protocol": protocol}) + "\n" + json.dumps({"metaData": meta}) + "\n")
+        try:
+            twin = DeltaTable(probe)
+            twin.create_write_transaction([], "append", twin.schema(), list(metadata.partition_columns),
+                                          commit_properties=CommitProperties(max_commit_retries=0))
+        except (CommitFailedError, DeltaProtocolError) as err:
+            raise UnsupportedFileError(f"delta-rs cannot write this table: {err}", path=root) from err
+
+
 def snapshot(table: Any, root: str, storage_options: dict[str, Any]) -> Snapshot:
     """The active files at the table's loaded version, replayed from the log itself because
     delta-rs exposes neither the raw stats string nor which files carry a deletion vector."""
@@ -144,15 +180,8 @@ def _data_file(add: dict[str, Any]) -> DataFile:
                     add.get("stats"), bool(add.get("deletionVector")))
 
 
-def why_changed(now: DataFile | None, planned: DataFile) -> str | None:
-    """Why a planned replacement no longer applies to the current snapshot, if it does not."""
-    if now is None:
-        return "removed from the table since it was planned"
-    if now.size != planned.size:
-        return f"its logged size changed from {planned.size} to {now.size}"
-    if now.deletion_vector:
-        return "it has a deletion vector now"
-    return None
+def _blocked_by(now: DataFile) -> str | None:
+    return "it has a deletion vector now" if now.deletion_vector else None
 
 
 def commit(root: str, storage_options: dict[str, Any], replacements: list[Replacement],
@@ -173,7 +202,7 @@ def commit(root: str, storage_options: dict[str, Any], replacements: list[Replac
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = open_table(root, storage_options)
         current = snapshot(table, root, storage_options)
-        drop_changed(pending, current.files, why_changed, changed)
+        drop_changed(pending, current.files, changed, "logged", _blocked_by)
         if not pending:
             return CommitResult(None, (), changed, attempt)
         if before_commit is not None:

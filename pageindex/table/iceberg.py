@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Callable
 
 from pageindex.errors import StorageError, UnsupportedFileError
@@ -120,17 +121,6 @@ def copy_of(data_file: Any, path: str, size: int) -> Any:
     return new
 
 
-def why_changed(now: DataEntry | None, planned: DataEntry) -> str | None:
-    """Why a planned replacement no longer applies to the current snapshot, if it does not."""
-    if now is None:
-        return "removed from the table since it was planned"
-    if now.size != planned.size:
-        return f"its recorded size changed from {planned.size} to {now.size}"
-    if now.deleted_by:
-        return now.deleted_by
-    return None
-
-
 def commit(name: str, replacements: list[Replacement],
            before_commit: Callable[[int], None] | None = None) -> CommitResult:
     """Commit one snapshot replacing each still-current old file by its indexed copy.
@@ -151,7 +141,7 @@ def commit(name: str, replacements: list[Replacement],
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = load_table(name)
         current = snapshot(table, name)
-        drop_changed(pending, current.files, why_changed, changed)
+        drop_changed(pending, current.files, changed, "recorded", attrgetter("deleted_by"))
         if not pending:
             return CommitResult(None, (), changed, attempt)
         if before_commit is not None:

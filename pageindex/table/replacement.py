@@ -30,12 +30,24 @@ class CommitResult:
     attempts: int = 0
 
 
-def drop_changed(pending: dict[str, Replacement], current: dict[str, Any],
-                 why_changed: Callable[[Any, Any], str | None], changed: dict[str, str]) -> None:
+def why_changed(now: Any | None, planned: Any, size_record: str,
+                blocked_by: Callable[[Any], str | None]) -> str | None:
+    """Why a planned replacement no longer applies to the current snapshot, if it does not: the
+    file left it, its size as the `size_record` ("logged", "recorded") says changed, or
+    `blocked_by(now)` gives why a copy cannot stand in for it (a record's `size` is compared)."""
+    if now is None:
+        return "removed from the table since it was planned"
+    if now.size != planned.size:
+        return f"its {size_record} size changed from {planned.size} to {now.size}"
+    return blocked_by(now)
+
+
+def drop_changed(pending: dict[str, Replacement], current: dict[str, Any], changed: dict[str, str],
+                 size_record: str, blocked_by: Callable[[Any], str | None]) -> None:
     """Move each pending replacement whose file `current` (path -> the format's record) no
-    longer holds as planned into `changed`, with the reason."""
+    longer holds as planned into `changed`, with the reason (see why_changed)."""
     for path in list(pending):
-        reason = why_changed(current.get(path), pending[path].old)
+        reason = why_changed(current.get(path), pending[path].old, size_record, blocked_by)
         if reason:
             changed[path] = reason
             del pending[path]

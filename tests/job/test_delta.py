@@ -6,6 +6,7 @@ commit hook, between our reload of the log and our commit, so each interleaving 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -17,12 +18,14 @@ import pytest
 deltalake = pytest.importorskip("deltalake")
 from deltalake import ColumnProperties, DeltaTable, QueryBuilder, WriterProperties, write_deltalake  # noqa: E402
 
+from pageindex.errors import UnsupportedFileError  # noqa: E402
 from pageindex.io.storage import resolve  # noqa: E402
 from pageindex.job import lake  # noqa: E402
 from pageindex.job.process import JobOptions, process_file  # noqa: E402
 from pageindex.job.spark import main  # noqa: E402
 from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import delta  # noqa: E402
+from pageindex.table.replacement import drop_changed  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
@@ -148,6 +151,27 @@ def test_job_on_s3(spark, s3_server, s3_bucket):
     check_job(root, run_job, options)
 
 
+def test_catalog_table_located_at_a_delta_root_commits_through_the_log(spark, tmp_path):
+    """`--table db.tbl` in place: the catalog only gives the location (Spark has no Delta source
+    here, so the table is registered as parquet); a Delta root there is retrofitted as --input."""
+    root = str(tmp_path / "t")
+    make_table(root)
+    name = "default.pageindex_delta_events"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    # a schema given: Spark need not scan the files to infer one
+    spark.sql(f"CREATE TABLE {name} (id BIGINT, s STRING, p STRING) USING parquet LOCATION '{root}'")
+    before = DeltaTable(root).version()
+    expected = rows(root)
+    try:
+        assert main(["--table", name, "--in-place"], spark=spark) == 0
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    assert DeltaTable(root).version() == before + 1
+    assert {k for a in log_actions(root, before + 1) for k in a} == {"add", "remove", "commitInfo"}
+    assert_indexed(root)
+    assert rows(root) == expected
+
+
 def test_table_format_flag_needs_a_table_and_in_place(spark, tmp_path):
     (tmp_path / "plain").mkdir()
     pq.write_table(_rows(0, 10), tmp_path / "plain" / "x.parquet")
@@ -213,6 +237,23 @@ def test_concurrent_writer(tmp_path, race):
     assert_indexed(root) if race in (_append, _second_retrofit) else None
 
 
+def test_why_a_planned_file_changed():
+    planned = delta.DataFile("p=a/x.parquet", 100, {"p": "a"}, 0, None, False)
+    replacement = delta.Replacement(planned, "p=a/x.pageindex-0.parquet", 120)
+    now = {"gone": {}, "resized": {planned.path: dataclasses.replace(planned, size=90)},
+           "vector": {planned.path: dataclasses.replace(planned, deletion_vector=True)},
+           "same": {planned.path: planned}}
+    reasons = {}
+    for case, current in now.items():
+        pending, changed = {planned.path: replacement}, {}
+        drop_changed(pending, current, changed, "logged", delta._blocked_by)
+        assert bool(pending) != bool(changed)
+        reasons[case] = changed.get(planned.path)
+    assert reasons == {"gone": "removed from the table since it was planned",
+                       "resized": "its logged size changed from 100 to 90",
+                       "vector": "it has a deletion vector now", "same": None}
+
+
 # --------------------------------------------------------------------------- deletion vectors
 
 Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -267,15 +308,14 @@ def test_files_with_deletion_vectors_are_left_alone(tmp_path):
     assert all(r["status"] != Status.CHANGED for r in out)
 
 
-def test_table_needing_writer_features_delta_rs_lacks_is_refused(tmp_path):
+def test_table_needing_writer_features_delta_rs_lacks_is_refused_at_plan_time(tmp_path):
     root = str(tmp_path / "t")
     write_deltalake(root, _rows(0, 300), writer_properties=NO_COLUMN_INDEX)
     protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
                 "writerFeatures": ["rowTracking", "domainMetadata"]}
     with open(f"{root}/_delta_log/{1:020d}.json", "w") as f:
         f.write(json.dumps({"commitInfo": {}}) + "\n" + json.dumps({"protocol": protocol}) + "\n")
-    run = lake.plan(root, JobOptions())
-    out, text = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
-    assert [r["status"] for r in out] == ["failed"]
-    assert "RowTracking" in out[0]["reason"] and "nothing committed" in text
+    with pytest.raises(UnsupportedFileError, match="delta-rs cannot write this table.*RowTracking"):
+        lake.plan(root, JobOptions())
+    assert not [p for p in os.listdir(root) if ".pageindex-" in p]  # refused before any copy
     assert DeltaTable(root).version() == 1

@@ -16,8 +16,18 @@ import pytest
 pytest.importorskip("pyiceberg")
 import pyiceberg.catalog  # noqa: E402
 from pyiceberg.catalog import load_catalog  # noqa: E402
-from pyiceberg.expressions import GreaterThanOrEqual  # noqa: E402
-from pyiceberg.manifest import DataFileContent  # noqa: E402
+from pyiceberg.expressions import EqualTo, GreaterThanOrEqual  # noqa: E402
+from pyiceberg.manifest import (  # noqa: E402
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+)
+from pyiceberg.table.snapshots import Operation  # noqa: E402
+from pyiceberg.table.update.snapshot import _FastAppendFiles  # noqa: E402
 from pyiceberg.transforms import IdentityTransform  # noqa: E402
 from pyiceberg.utils.config import Config  # noqa: E402
 
@@ -178,14 +188,22 @@ def _overwrite():
     load().overwrite(_rows(7000, 50))
 
 
+def _compact():
+    """pyiceberg 0.12 has no rewrite_data_files; a compaction is a commit deleting data files and
+    adding new ones with the same rows, which an overwrite of partition a with its own rows is."""
+    t = load()
+    t.overwrite(t.scan(row_filter=EqualTo("p", "a")).to_arrow(), overwrite_filter=EqualTo("p", "a"))
+
+
 def _second_retrofit():
     assert retrofit_table()[2].version is not None
 
 
-@pytest.mark.parametrize("race", [_append, _delete, _overwrite, _second_retrofit])
+@pytest.mark.parametrize("race", [_append, _delete, _overwrite, _compact, _second_retrofit])
 def test_concurrent_writer(table, race):
     fired = []
     expected: list[tuple] = []
+    original = rows()
 
     def before_commit(attempt):
         if not fired:
@@ -204,6 +222,11 @@ def test_concurrent_writer(table, race):
     assert bool(result.changed) == (race is not _append)
     if race is _second_retrofit:
         assert not result.replaced
+    if race is _compact:  # only partition a's files were rewritten: the others are still ours
+        assert expected == original
+        assert result.changed and result.replaced
+        assert all("/p=a/" in path for path in result.changed)
+        assert not any("/p=a/" in path for path in result.replaced)
     assert {run.planned[path][1] for path in result.replaced} <= current
     if race is _second_retrofit:
         assert_indexed()
@@ -231,6 +254,66 @@ def test_delete_files_that_apply_keep_a_file_out():
     assert not applies(data, [_entry("d5", pos, 3, partition=("b",))])
     assert applies(data, [_entry("d6", eq, 3)])
     assert not applies(data, [_entry("d7", eq, 2)])  # equality deletes need a higher sequence number
+
+
+# The Iceberg spec's reserved field id of a position delete file's `pos` column.
+POSITION_DELETE_POS_ID = 2147483545
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg 0.12 writes only data manifests: this one is marked as holding delete files."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def add_position_deletes(data_file, positions: list[int]) -> str:
+    """Commit a real position delete file for `data_file` (a local table) through pyiceberg's own
+    snapshot producer, which its public API cannot do: a delete manifest added to a DELETE snapshot."""
+    path = data_file.file_path.replace(".parquet", "-deletes.parquet")
+    ids = {"file_path": iceberg.POSITION_DELETE_FILE_PATH_ID, "pos": POSITION_DELETE_POS_ID}
+    schema = pa.schema([pa.field("file_path", pa.string(), False), pa.field("pos", pa.int64(), False)])
+    schema = pa.schema([f.with_metadata({b"PARQUET:field_id": str(ids[f.name]).encode()}) for f in schema])
+    fs, local = resolve(path, None, {})
+    with fs.open(local, "wb") as f:
+        pq.write_table(pa.table({"file_path": [data_file.file_path] * len(positions), "pos": positions}, schema), f)
+    bound = {iceberg.POSITION_DELETE_FILE_PATH_ID: data_file.file_path.encode()}
+    delete = DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,
+                                partition=data_file.partition, record_count=len(positions),
+                                file_size_in_bytes=fs.size(local), lower_bounds=bound, upper_bounds=bound)
+    delete.spec_id = data_file.spec_id
+    table = load()
+    transaction = table.transaction()
+    producer = _FastAppendFiles(operation=Operation.DELETE, transaction=transaction, io=table.io)
+    with _DeleteManifestWriter(table.specs()[data_file.spec_id], table.schema(), producer.new_manifest_output(),
+                               producer._snapshot_id, producer._compression) as writer:
+        writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=producer._snapshot_id,
+                                           sequence_number=None, file_sequence_number=None, data_file=delete))
+    manifest = writer.to_manifest_file()
+    producer._process_manifests = lambda manifests: [*manifests, manifest]
+    producer.commit()
+    transaction.commit_transaction()
+    return path
+
+
+def test_a_file_with_a_real_position_delete_file_is_left_alone(table):
+    before = rows()
+    target = min((task.file for task in load().scan().plan_files()), key=lambda f: f.file_path)
+    delete_path = add_position_deletes(target, [0, 1, 2])
+    after_delete = rows()
+    assert len(after_delete) == len(before) - 3  # pyiceberg's own scan honours the delete file
+    run, records, result = retrofit_table()
+    [skipped] = run.skipped
+    assert skipped["path"] == target.file_path and skipped["status"] == Status.SKIPPED
+    assert delete_path in skipped["reason"]
+    assert target.file_path not in result.replaced and result.replaced and not result.changed
+    tasks = {task.file.file_path: task for task in load().scan().plan_files()}
+    assert [d.file_path for d in tasks[target.file_path].delete_files] == [delete_path]
+    assert rows() == after_delete
 
 
 def test_format_v3_is_refused(tmp_path):

@@ -180,6 +180,11 @@ CHECK_SCRIPT = textwrap.dedent(r'''
             "both_modes": dict(table="db.t", in_place=True, output_dir="/o"),
             "no_mode": dict(table="db.t", in_place=False),
             "copy_unchanged_in_place": dict(table="db.t", in_place=True, copy_unchanged=True),
+            "delta_table": dict(delta_table="s3://b/lake/t", in_place=True, commit_batch_files=50),
+            "iceberg_table": dict(iceberg_table="prod.db.t", in_place=True),
+            "delta_output": dict(delta_table="/t", in_place=False, output_dir="/o"),
+            "iceberg_not_in_place": dict(iceberg_table="prod.db.t", in_place=False),
+            "two_tables": dict(delta_table="/t", iceberg_table="prod.db.t", in_place=True),
         }
         result["params_to_args"] = {}
         for name, overrides in cases.items():
@@ -208,10 +213,8 @@ CHECK_SCRIPT = textwrap.dedent(r'''
         except Exception:
             result["serialized_task_ids"] = traceback.format_exc()
 
-    if dag is not None and mode == "e2e":
-        inputs = os.environ["E2E_INPUT"]
-        result["run"] = run_task(context_for(input_paths=[inputs], in_place=True,
-                                             report_prefix=os.environ["E2E_REPORTS"]))
+    if dag is not None and mode == "e2e":  # E2E_RUNS: a JSON list of param overrides, one task run each
+        result["runs"] = [run_task(context_for(**params)) for params in json.loads(os.environ["E2E_RUNS"])]
 
     with open(out_path, "w") as fh:
         json.dump(result, fh, indent=1, default=str)
@@ -314,7 +317,11 @@ def test_params_to_args(dag_info):
     assert cases["table_output"] == [
         "--table", "db.t", "--output", "s3://b/out", "--copy-unchanged", "--dry-run", "--force",
         "--s3-endpoint-url", "http://127.0.0.1:9000", "--truncate-length", "16"]
-    for bad in ("both_sources", "no_source", "both_modes", "no_mode", "copy_unchanged_in_place"):
+    assert cases["delta_table"] == [
+        "--input", "s3://b/lake/t", "--table-format", "delta", "--in-place", "--commit-batch-files", "50"]
+    assert cases["iceberg_table"] == ["--iceberg-table", "prod.db.t", "--in-place"]
+    for bad in ("both_sources", "no_source", "both_modes", "no_mode", "copy_unchanged_in_place",
+                "delta_output", "iceberg_not_in_place", "two_tables"):
         assert cases[bad].startswith("ValueError: "), (bad, cases[bad])
 
 
@@ -343,11 +350,32 @@ def _java_available() -> bool:
     return bool(shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists()))
 
 
+def run_e2e(airflow_python: Path, workdir: Path, runs: list[dict], extra_env: dict[str, str] | None = None) -> list:
+    """Run the DAG's operator once per param overrides in `runs`, with a local[2] Spark connection
+    and the real jobs/retrofit_job.py; the task outcomes."""
+    if not _java_available():
+        pytest.fail("java is required (see `make check-java`)")
+    build = subprocess.run(["bash", str(REPO_ROOT / "deploy" / "spark-submit.sh"), "--dry-build"], check=False,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert build.returncode == 0, build.stdout
+    spark_bin = Path(sys.executable).parent  # .venv/bin: spark-submit from the pyspark package
+    assert (spark_bin / "spark-submit").exists()
+    info = run_check(airflow_python, "e2e", workdir, {
+        "PATH": f"{spark_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PAGEINDEX_JOB_SCRIPT": str(REPO_ROOT / "jobs" / "retrofit_job.py"),
+        "PAGEINDEX_PY_FILES": str(REPO_ROOT / "deploy" / "build" / "pageindex.zip"),
+        "E2E_RUNS": json.dumps(runs),
+        **(extra_env or {}),
+    })
+    assert info["import_errors"] == {}
+    return info["runs"]
+
+
 @pytest.mark.spark
 def test_dag_runs_the_real_job_locally(airflow_python, tmp_path):
     """The DAG's operator, with a local[2] Spark connection, runs jobs/retrofit_job.py on a real file."""
-    if not _java_available():
-        pytest.fail("java is required (see `make check-java`)")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -357,27 +385,77 @@ def test_dag_runs_the_real_job_locally(airflow_python, tmp_path):
     pq.write_table(table, data / "part-0.parquet", write_page_index=False, data_page_size=2048)
     assert pq.ParquetFile(data / "part-0.parquet").metadata.row_group(0).column(0).has_column_index is False
 
-    build = subprocess.run(["bash", str(REPO_ROOT / "deploy" / "spark-submit.sh"), "--dry-build"], check=False,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-    assert build.returncode == 0, build.stdout
-    zip_path = REPO_ROOT / "deploy" / "build" / "pageindex.zip"
-
-    spark_bin = Path(sys.executable).parent  # .venv/bin: spark-submit from the pyspark package
-    assert (spark_bin / "spark-submit").exists()
     reports = tmp_path / "reports"
-    info = run_check(airflow_python, "e2e", tmp_path / "work", {
-        "PATH": f"{spark_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "PAGEINDEX_JOB_SCRIPT": str(REPO_ROOT / "jobs" / "retrofit_job.py"),
-        "PAGEINDEX_PY_FILES": str(zip_path),
-        "E2E_INPUT": str(tmp_path / "data"),
-        "E2E_REPORTS": str(reports),
-    })
-    assert info["import_errors"] == {}
-    assert info["run"]["outcome"] == "ok", info["run"]
+    [run] = run_e2e(airflow_python, tmp_path / "work", [
+        dict(input_paths=[str(tmp_path / "data")], in_place=True, report_prefix=str(reports))])
+    assert run["outcome"] == "ok", run
 
     report = pq.read_table(reports / "2025-06-01.parquet").to_pylist()
     assert [(r["path"].rsplit("/", 1)[-1], r["status"]) for r in report] == [("part-0.parquet", "indexed")]
     meta = pq.ParquetFile(data / "part-0.parquet").metadata
     assert all(meta.row_group(0).column(c).has_column_index for c in range(meta.num_columns))
+
+
+def _lake_rows(first: int, n: int):
+    import pyarrow as pa
+
+    return pa.table({"p": [("a", "b")[i % 2] for i in range(first, first + n)],
+                     "id": pa.array(range(first, first + n), pa.int64())})
+
+
+def _sorted_rows(table) -> list[tuple]:
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("p", "id"))))
+
+
+@pytest.mark.spark
+def test_dag_runs_the_real_job_on_lake_tables(airflow_python, tmp_path):
+    """delta_table and iceberg_table params: the operator's real job commits a new Delta version
+    and a new Iceberg snapshot of indexed copies, and both tables read back the same rows."""
+    deltalake = pytest.importorskip("deltalake")
+    pytest.importorskip("pyiceberg")
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    delta_root = str(tmp_path / "delta")
+    # arrow-rs writes a ColumnIndex unless page statistics are off
+    kw = dict(partition_by=["p"], writer_properties=deltalake.WriterProperties(
+        default_column_properties=deltalake.ColumnProperties(statistics_enabled="CHUNK")))
+    deltalake.write_deltalake(delta_root, _lake_rows(0, 2000), **kw)
+    deltalake.write_deltalake(delta_root, _lake_rows(2000, 500), mode="append", **kw)
+    delta_before = deltalake.DeltaTable(delta_root)
+    files = len(delta_before.file_uris())
+    delta_rows = _sorted_rows(delta_before.to_pyarrow_table())
+
+    settings = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/wh"}
+    catalog = SqlCatalog("lake", **{k: v for k, v in settings.items() if k != "type"})
+    catalog.create_namespace("db")
+    iceberg = catalog.create_table("db.t", schema=_lake_rows(0, 1).schema)
+    iceberg.append(_lake_rows(0, 2000))
+    iceberg.append(_lake_rows(2000, 500))
+    iceberg_before = iceberg.current_snapshot().snapshot_id
+    iceberg_rows = _sorted_rows(iceberg.scan().to_arrow())
+
+    reports = tmp_path / "reports"
+    runs = run_e2e(airflow_python, tmp_path / "work", [
+        dict(delta_table=delta_root, in_place=True, commit_batch_files=1, report_prefix=str(reports / "delta")),
+        dict(iceberg_table="lake.db.t", in_place=True, report_prefix=str(reports / "iceberg")),
+    ], {f"PYICEBERG_CATALOG__LAKE__{k.upper()}": v for k, v in settings.items()})
+    assert [r["outcome"] for r in runs] == ["ok", "ok"], runs
+
+    delta_after = deltalake.DeltaTable(delta_root)
+    ours = list(range(delta_before.version() + 1, delta_before.version() + 1 + files))  # a commit per file
+    assert delta_after.version() == ours[-1]
+    assert all(".pageindex-" in uri for uri in delta_after.file_uris())
+    assert all(h["pageindex"]["version"] for h in delta_after.history(files))
+    assert _sorted_rows(delta_after.to_pyarrow_table()) == delta_rows
+    report = pq.read_table(reports / "delta" / "2025-06-01.parquet").to_pylist()
+    assert sorted(r["table_version"] for r in report) == ours
+
+    iceberg = catalog.load_table("db.t")
+    snapshot = iceberg.current_snapshot()
+    assert snapshot.snapshot_id != iceberg_before and snapshot.summary["pageindex"]
+    assert all(".pageindex-" in task.file.file_path for task in iceberg.scan().plan_files())
+    assert _sorted_rows(iceberg.scan().to_arrow()) == iceberg_rows
+    assert _sorted_rows(iceberg.scan(snapshot_id=iceberg_before).to_arrow()) == iceberg_rows
+    report = pq.read_table(reports / "iceberg" / "2025-06-01.parquet").to_pylist()
+    assert {r["table_version"] for r in report} == {snapshot.snapshot_id}
