@@ -12,10 +12,9 @@ from pageindex.errors import PageIndexError
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import BoundaryOrder, Type
-from pageindex.index.bloom.blob import read_filter
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
-from pageindex.index.reader import ColumnIndexView, read_index_bytes, read_page_indexes
+from pageindex.index.reader import ColumnIndexView, IndexBytes, read_bloom_filter, read_index_bytes, read_page_indexes
 from pageindex.index.soundness import structural_flaws, suspect_writer
 from pageindex.io.storage import Source, open_source
 
@@ -110,7 +109,7 @@ class FileView:
 def inspect_file(path: str, filesystem: Any = None) -> FileView:
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
-        held = read_index_bytes(source, footer)
+        held = read_index_bytes(source, footer, bloom_filters=True)  # filters in the same read
         flaws = structural_flaws(source, footer, held)
         chunks = []
         indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row), held)
@@ -134,19 +133,19 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     BoundaryOrder.NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
                     sum(ci.null_pages) if ci else None,
                     _point_lookup_fraction(chunk, ci, footer.declared_order(chunk.column)),
-                    tuple(rows), _bloom_view(source, chunk),
+                    tuple(rows), _bloom_view(source, chunk, held),
                 ))
         return FileView(source.path, footer.created_by, _num_rows(footer), is_fully_indexed(footer),
                         footer.key_value(MARKER_KEY), tuple(chunks), tuple(str(f) for f in flaws),
                         suspect_writer(footer))
 
 
-def _bloom_view(source: Source, chunk: ChunkMeta) -> BloomView | None:
+def _bloom_view(source: Source, chunk: ChunkMeta, held: IndexBytes | None) -> BloomView | None:
     if chunk.bloom_filter is None:
         return None
-    offset, length = chunk.bloom_filter
+    length = chunk.bloom_filter[1]
     try:
-        bloom = read_filter(source, offset, length)
+        bloom = read_bloom_filter(source, chunk, held)
     except PageIndexError as err:
         return BloomView(length, error=err.message(with_path=False))
     return BloomView(length if length is not None else len(bloom.to_bytes()), bloom.estimated_ndv(),

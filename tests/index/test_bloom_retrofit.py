@@ -18,9 +18,11 @@ from pageindex.index.bloom.blob import BloomFilter, might_contain, read_filter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import optimal_bytes
+from pageindex.index.marker import MARKER_KEY, marker_fields, marker_value, recorded_bloom
 from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import open_source
 from pageindex.retrofit import Status, retrofit
+from pageindex.table.naming import indexed_name
 from pageindex.verify import verify
 
 RNG = np.random.default_rng(2727)
@@ -221,3 +223,36 @@ def test_verify_and_inspect_see_the_filters(tmp_path):
     problems = verify(str(longer)).violations
     assert len(problems) == 9 and all("is not header" in v.detail for v in problems)
     assert all(c.bloom_filter.error for c in inspect_file(str(longer)).chunks if c.bloom_filter)
+
+
+def test_the_marker_records_the_bloom_options(tmp_path):
+    src = write(tmp_path / "in.parquet", unsorted_table())
+    out, plain = tmp_path / "out.parquet", tmp_path / "plain.parquet"
+    retrofit(str(src), str(out), bloom_filter=["id", "name"], bloom_fpp=0.02, bloom_max_bytes=1 << 16)
+    retrofit(str(src), str(plain))
+    value = inspect_file(str(out)).indexed_by
+    assert value.endswith(";bloom_filter=id,name;bloom_fpp=0.02;bloom_max_bytes=65536")
+    with open_source(str(out)) as source:
+        assert recorded_bloom(read_footer(source).key_value(MARKER_KEY)) == bloom_options(["id", "name"], 0.02, 1 << 16)
+    with open_source(str(plain)) as source:
+        value = read_footer(source).key_value(MARKER_KEY)
+        assert recorded_bloom(value) is None and "bloom" not in value
+
+
+@pytest.mark.parametrize("spec", ["auto", ["a,b", "c;d=e", "x%y", "plain"]])
+def test_marker_bloom_options_round_trip(spec):
+    bloom = bloom_options(spec, 0.001, 1 << 20)
+    value = marker_value("9", 64, True, bloom)
+    fields = marker_fields(value)
+    assert fields["trust_page_stats"] == "true" and fields["bloom_fpp"] == "0.001"
+    assert recorded_bloom(value) == bloom
+    assert recorded_bloom(value.replace("bloom_fpp=0.001", "bloom_fpp=2")) is None
+
+
+def test_table_copies_are_named_by_their_bloom_options_too():
+    # A copy's name hashes what its bytes depend on: other filters, other name.
+    names = {indexed_name("t/part-0.parquet", 100, 64, False, bloom_options(spec))
+             for spec in ("none", "auto", ["id"], ["id", "name"])}
+    assert len(names) == 4
+    assert indexed_name("t/part-0.parquet", 100, 64, False) == indexed_name("t/part-0.parquet", 100, 64, False,
+                                                                            bloom_options("none"))
