@@ -131,15 +131,20 @@ def test_an_indexed_file_is_reopened_only_for_missing_named_filters(tmp_path):
     assert retrofit(str(tmp_path / "c.parquet"), None, bloom_filter="id").status == Status.ALREADY_INDEXED
 
 
-def test_auto_picks_unsorted_high_cardinality_non_dictionary_leaves(tmp_path):
+def test_auto_picks_unsorted_leaves_with_many_distinct_values(tmp_path):
     table = unsorted_table().append_column("dict_id", pa.array(RNG.permutation(N).astype(np.int64)))
+    # Values spread evenly from 3200 and 800 distinct ones: about 0.74 and 0.37 of each 2000-row
+    # group's values are distinct.
+    table = table.append_column("rep_hi", pa.array(RNG.integers(0, 3200, N)))
+    table = table.append_column("rep_lo", pa.array(RNG.integers(0, 800, N)))
     src = write(tmp_path / "in.parquet", table, use_dictionary=["dict_id"], dictionary_pagesize_limit=1 << 20,
                 data_page_size=1024, write_batch_size=64)
     out = tmp_path / "out.parquet"
     retrofit(str(src), str(out), bloom_filter="auto")
-    # id and name: plain and unsorted; dict_id: fully dictionary-encoded; seq: sorted pages;
-    # low: three values in 2000; flag and f: never.
-    assert {col for _, col in filters(out)} == {"id", "name"}
+    # id, name, rep_hi: unsorted, half their values or more distinct; dict_id too, though fully
+    # dictionary-encoded; seq: sorted pages; rep_lo and low (three values): too few distinct;
+    # flag and f: never.
+    assert {col for _, col in filters(out)} == {"id", "name", "dict_id", "rep_hi"}
 
 
 @pytest.mark.parametrize("spec, error", [("nope", "does not have"), ("bogus,id", "does not have")])
