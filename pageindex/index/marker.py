@@ -4,11 +4,11 @@ Records the options that shape the output (never a timestamp, so output stays by
 """
 from __future__ import annotations
 
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer
-from pageindex.index.bloom.options import AUTO, NONE, BloomOptions, bloom_options
+from pageindex.index.bloom.options import AUTO, NONE, BloomOptions
 
 MARKER_KEY = "pageindex"
 
@@ -24,25 +24,6 @@ def marker_value(version: str, truncate_length: int, trust_page_stats: bool = Fa
     if bloom.columns != NONE:
         fields += [f"bloom_filter={_bloom_spec(bloom)}", f"bloom_fpp={bloom.fpp!r}", f"bloom_max_bytes={bloom.max_bytes}"]
     return ";".join(fields)
-
-
-def marker_fields(value: str) -> dict[str, str]:
-    """A marker's fields by name (a field without "=" is ignored)."""
-    pairs = (field.split("=", 1) for field in value.split(";"))
-    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
-
-
-def recorded_bloom(value: str | None) -> BloomOptions | None:
-    """The bloom filter options a marker records (the run that wrote it used them), if any."""
-    fields = marker_fields(value) if value is not None else {}
-    if "bloom_filter" not in fields:
-        return None
-    spec = fields["bloom_filter"]
-    columns = spec if spec == AUTO else [unquote(name) for name in spec.split(",")]
-    try:
-        return bloom_options(columns, float(fields["bloom_fpp"]), int(fields["bloom_max_bytes"]))
-    except (KeyError, ValueError):
-        return None  # not one we wrote
 
 
 def _bloom_spec(bloom: BloomOptions) -> str:
