@@ -1,13 +1,18 @@
-"""Bloom filter cost and effect (issue 27): `python -m bench.bloom [ROWS]`.
+"""Bloom filter cost and effect (issue 27): `python -m bench.bloom [--rows N] [--json PATH]`.
 
-Time and peak RSS of an exact retrofit without filters, with filters on every eligible column and
-with auto, each in its own process (best time of three, the largest peak RSS); the filter bytes
-against pyarrow's for the same values and fpp; a point lookup of an absent id before and after.
+Time (wall and CPU) and peak RSS of an exact retrofit without filters, with filters on every
+eligible column, with auto and with each column alone, each run in its own process, the runs
+interleaved round by round; filter bytes against pyarrow's for the same values and fpp; per column,
+the row groups filters rule out for present and absent values beyond what footer statistics do (the
+measurements behind auto's rule); a point lookup of an absent id before and after. Prints the
+markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -15,23 +20,40 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench import report
+
 ROWS = 2_000_000
-GROUP = 250_000
+ROW_GROUPS = 8
 FPP = 0.01
-RUNS = 3
+ROUNDS = 3
+PROBES = 200  # present and absent values probed per column
 _CHILD = """
 import json, resource, sys, time
 from pageindex.retrofit import retrofit
 spec = json.loads(sys.argv[3])
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 result = retrofit(sys.argv[1], sys.argv[2], bloom_filter=spec, bloom_fpp={fpp})
-seconds = time.perf_counter() - started
-print(json.dumps({{"seconds": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10,
-                  "filters": sum(c.bloom_filter > 0 for c in result.chunks),
-                  "filter_bytes": sum(c.bloom_filter for c in result.chunks)}}))
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu,
+                  "rss": usage.ru_maxrss << 10, "filters": sum(c.bloom_filter > 0 for c in result.chunks),
+                  "filter_bytes": sum(c.bloom_filter for c in result.chunks),
+                  "columns": sorted({{c.column for c in result.chunks if c.bloom_filter}}),
+                  "ndv": {{c.column: c.bloom_ndv for c in result.chunks if c.row_group == 0 and c.bloom_filter}}}}))
 """
+# What each column stands for when auto's rule is measured.
+COLUMNS = {
+    "id": "unique int64, unsorted (an order id)",
+    "user": "strings, each value ~once in the file (a user name)",
+    "ts": "timestamps, sorted (statistics prune already)",
+    "amount": "doubles, unique (rarely looked up by equality)",
+    "rep5": "int64, each value ~5 times in the file, spread uniformly",
+    "mid": "int64, each value ~20 times in the file, spread uniformly",
+    "low": "int32, 1000 values, dictionary-encoded",
+    "country": "5 strings, dictionary-encoded",
+}
 
 
 def dataset(rows: int) -> pa.Table:
@@ -42,6 +64,9 @@ def dataset(rows: int) -> pa.Table:
         "user": pa.array([f"user-{x:09d}" for x in rng.integers(0, rows, rows)]),
         "ts": pa.array(np.arange(rows, dtype=np.int64) * 1000, pa.timestamp("us")),
         "amount": rng.normal(100, 30, rows),
+        "rep5": rng.integers(0, rows // 5, rows) * 2,
+        "mid": rng.integers(0, rows // 20, rows) * 2,
+        "low": rng.integers(0, 1000, rows).astype(np.int32) * 2,
         "country": pa.array(rng.choice(["DE", "FR", "US", "JP", "BR"], rows)),
         "flag": rng.integers(0, 2, rows) == 1,
     })
@@ -53,72 +78,121 @@ def retrofit_once(src: Path, dst: Path, spec: object) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(src: Path, dst: Path, spec: object) -> dict:
-    best: dict = {}
-    for _ in range(RUNS):
-        run = retrofit_once(src, dst, spec)
-        if not best or run["seconds"] < best["seconds"]:
-            best = {**run, "rss": max(run["rss"], best.get("rss", 0))}
-        else:
-            best["rss"] = max(best["rss"], run["rss"])
-    return best
+def measure(src: Path, dst: Path, specs: dict[str, object], rounds: int) -> dict[str, dict]:
+    """Median wall and CPU seconds per spec over interleaved rounds (load changes between rounds
+    hit every spec alike), the largest peak RSS."""
+    runs: dict[str, list[dict]] = {name: [] for name in specs}
+    for _ in range(rounds):
+        for name, spec in specs.items():
+            runs[name].append(retrofit_once(src, dst, spec))
+    out = {}
+    for name, got in runs.items():
+        out[name] = {**got[-1], "seconds": statistics.median(r["seconds"] for r in got),
+                     "cpu": statistics.median(r["cpu"] for r in got), "rss": max(r["rss"] for r in got)}
+        print(f"{name}: {out[name]['seconds']:.2f} s, CPU {out[name]['cpu']:.2f} s", flush=True)
+    return out
 
 
-def pyarrow_filter_bytes(table: pa.Table, path: Path, columns: list[str]) -> int:
-    options = {c: {"ndv": GROUP, "fpp": FPP} for c in columns}
-    pq.write_table(table, path, row_group_size=GROUP, bloom_filter_options=options)
+def pyarrow_filter_bytes(table: pa.Table, path: Path, columns: list[str], group: int) -> int:
+    options = {c: {"ndv": group, "fpp": FPP} for c in columns}
+    pq.write_table(table, path, row_group_size=group, bloom_filter_options=options)
     meta = pq.ParquetFile(path).metadata
     return sum(meta.row_group(rg).column(c).bloom_filter_length or 0
                for rg in range(meta.num_row_groups) for c in range(meta.num_columns))
 
 
-def lookup_effect(path: Path) -> dict:
+def pruning(table: pa.Table, path: Path, columns: list[str], group: int) -> dict[str, dict]:
+    """Per column: the share of (row group, probe) pairs min/max statistics rule out, and the share
+    the filters rule out on top, for present values and for absent ones (odd, where the data's
+    integers are even)."""
+    from pageindex.format.footer import read_footer
+    from pageindex.index.bloom.blob import might_contain, read_filter
+    from pageindex.io.storage import open_source
+
+    rng = np.random.default_rng(28)
+    out = {}
+    with open_source(str(path)) as source:
+        footer = read_footer(source)
+        for name in columns:
+            leaf = next(leaf for leaf in footer.leaves if leaf.dotted == name)
+            column = table.column(name)
+            if pa.types.is_timestamp(column.type):
+                column = column.cast(pa.int64())  # as stored: the filter hashed the INT64
+            values = column.to_pylist()
+            present = [values[i] for i in rng.integers(0, len(values), PROBES)]
+            kinds = {"present": present}
+            if isinstance(present[0], int):
+                kinds["absent"] = [v + 1 for v in present]
+            row = {}
+            for kind, probes in kinds.items():
+                by_stats = by_filter = 0
+                for rg, chunks in enumerate(footer.chunks):
+                    bounds = pc.min_max(column.slice(rg * group, group)).as_py()
+                    bloom = read_filter(source, *chunks[leaf.index].bloom_filter)
+                    for probe in probes:
+                        if not bounds["min"] <= probe <= bounds["max"]:
+                            by_stats += 1
+                        elif not might_contain(bloom, probe, leaf.physical_type):
+                            by_filter += 1
+                pairs = len(probes) * len(footer.chunks)
+                row[kind] = {"stats": by_stats / pairs, "filter": by_filter / pairs}
+            out[name] = row
+    return out
+
+
+def lookup_effect(path: Path, absent: int) -> dict:
     from pageindex.query.lookup import lookup
 
-    rows, stats = lookup(str(path), [("id", "=", ROWS + 1)])
+    rows, stats = lookup(str(path), [("id", "=", absent)])
     return {"rows": rows.num_rows, "row_groups_read": stats.row_groups_read, "row_groups": stats.row_groups,
             "bytes_read": stats.bytes_read}
 
 
-def datafusion_effect(path: Path) -> dict:
+def datafusion_effect(path: Path, absent: int) -> dict:
     from datafusion import SessionContext
 
     ctx = SessionContext()
     ctx.register_parquet("t", str(path))
-    plan = "\n".join(str(r["plan"]) for r in ctx.sql(f"EXPLAIN ANALYZE SELECT * FROM t WHERE id = {ROWS + 1}")
+    plan = "\n".join(str(r["plan"]) for r in ctx.sql(f"EXPLAIN ANALYZE SELECT * FROM t WHERE id = {absent}")
                      .to_arrow_table().to_pylist())
     pruned = plan.split("row_groups_pruned_bloom_filter=", 1)[1].split(",", 1)[0] if "bloom_filter=" in plan else "?"
     scanned = plan.split("bytes_scanned=", 1)[1].split(",", 1)[0] if "bytes_scanned=" in plan else "?"
     return {"row_groups_pruned_bloom_filter": pruned.strip(), "bytes_scanned": scanned.strip()}
 
 
-def main(argv: list[str]) -> int:
-    global ROWS
-    ROWS = int(argv[0]) if argv else ROWS
-    table = dataset(ROWS)
-    eligible = ["id", "user", "ts", "amount", "country"]
+def run(rows: int, rounds: int) -> dict:
+    table = dataset(rows)
+    group = rows // ROW_GROUPS
+    eligible = [name for name in table.column_names if name != "flag"]
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "in.parquet", Path(tmp) / "out.parquet"
-        pq.write_table(table, src, row_group_size=GROUP, write_page_index=False)
-        print(f"{ROWS} rows, {ROWS // GROUP} row groups of {GROUP}, {src.stat().st_size} bytes, fpp {FPP}")
-        print(f"{'run':<28} {'seconds':>8} {'peak RSS MiB':>13} {'filters':>8} {'filter bytes':>13}")
-        runs = {"no filters": "none", "all eligible columns": eligible, "auto": "auto"}
-        found = {}
-        for name, spec in runs.items():
-            m = found[name] = measure(src, out, spec)
-            base = found["no filters"]
-            print(f"{name:<28} {m['seconds']:>8.2f} {m['rss'] / 2**20:>13.0f} {m['filters']:>8} "
-                  f"{m['filter_bytes']:>13}   time x{m['seconds'] / base['seconds']:.2f}")
-        theirs = pyarrow_filter_bytes(table, Path(tmp) / "pyarrow.parquet", eligible)
-        print(f"filter bytes, all eligible columns: pageindex {found['all eligible columns']['filter_bytes']}, "
-              f"pyarrow {theirs} (same fpp)")
-        retrofit_plain = Path(tmp) / "plain.parquet"
-        retrofit_once(src, retrofit_plain, "none")
+        pq.write_table(table, src, row_group_size=group, write_page_index=False)
+        specs: dict[str, object] = {"none": "none", "all eligible": eligible, "auto": "auto"}
+        specs |= {f"+{name}": [name] for name in eligible}
+        runs = measure(src, out, specs, rounds)
+        theirs = pyarrow_filter_bytes(table, Path(tmp) / "pyarrow.parquet", eligible, group)
+        plain = Path(tmp) / "plain.parquet"
+        retrofit_once(src, plain, "none")
         retrofit_once(src, out, eligible)
-        for name, path in (("page index only", retrofit_plain), ("page index + filters", out)):
-            print(f"absent id lookup, {name}: pageindex {lookup_effect(path)}, DataFusion {datafusion_effect(path)}")
-    return 0
+        effect = {name: {"pageindex": lookup_effect(path, rows + 1), "datafusion": datafusion_effect(path, rows + 1)}
+                  for name, path in (("page index only", plain), ("page index + filters", out))}
+        prune = pruning(table, out, eligible, group)
+        return {"rows": rows, "row_groups": ROW_GROUPS, "input_bytes": src.stat().st_size, "fpp": FPP,
+                "rounds": rounds, "runs": runs, "pyarrow_filter_bytes": theirs, "lookup": effect,
+                "pruning": prune, "columns": COLUMNS}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--json", type=Path, help="also write the results as JSON (bench/run.py reads it)")
+    args = parser.parse_args(argv)
+    results = run(args.rows, args.rounds)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
+    print("\n".join(report.bloom_section(results)))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main()

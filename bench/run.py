@@ -5,7 +5,8 @@ pageindex retrofit (exact; and --trust-page-stats when this checkout has it), a 
 rewrite with page index, a Spark full rewrite (local[1], job time only), and floors (warm cat,
 cp, cp+fsync, pyarrow read_table). Repetitions are interleaved (round 1: every tool on every
 dataset, then round 2, ...) and medians reported. Then query effects before/after retrofit
-(Spark, DataFusion, pageindex lookup), index sizes, and (full run only) scale cases.
+(Spark, DataFusion, pageindex lookup), index sizes, (full run only) scale cases, the object-store
+part (bench.objstore, --no-objstore skips it) and the bloom filter part (bench.bloom, --no-bloom).
 
 Results: bench/RESULTS.md (full) or bench/RESULTS-quick.md (--quick); raw numbers in
 bench/out/results[-quick].json.
@@ -69,6 +70,7 @@ class Config:
     command: str
     reflink_dir: Path | None = None
     objstore: bool = True
+    bloom: bool = True
 
 
 def parse_size(text: str) -> int:
@@ -91,6 +93,8 @@ def config(argv: list[str] | None) -> Config:
     p.add_argument("--no-queries", action="store_true", help="skip the query-effect part")
     p.add_argument("--no-objstore", action="store_true",
                    help="skip the object-store part (bench.objstore: moto behind a 20 ms proxy)")
+    p.add_argument("--no-bloom", action="store_true",
+                   help="skip the bloom filter part (bench.bloom: cost of filters and what they prune)")
     p.add_argument("--scale", choices=("auto", "yes", "no", "only"), default="auto",
                    help="scale cases: auto = full run only")
     p.add_argument("--scale-factor", type=float, default=1.0,
@@ -122,7 +126,7 @@ def config(argv: list[str] | None) -> Config:
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
-                  a.reflink_dir, not a.no_objstore)
+                  a.reflink_dir, not a.no_objstore, not a.no_bloom)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -531,16 +535,29 @@ def run_scale(cfg: Config) -> list[dict]:
 # ---- main --------------------------------------------------------------------------------------
 
 OBJSTORE_LATENCY_MS = 20
+BLOOM_ROWS = 2_000_000
 
 
 def run_objstore(cfg: Config) -> dict | None:
     """bench.objstore in its own process (its moto server and clients stay out of this one)."""
-    out = OUT / "objstore.json"
     log(f"object store: bench.objstore, {OBJSTORE_LATENCY_MS} ms per request")
-    done = subprocess.run([sys.executable, "-m", "bench.objstore", "--latency-ms", str(OBJSTORE_LATENCY_MS),
-                           "--json", str(out)], cwd=M.ROOT, capture_output=True, text=True)
+    return _run_part("object store", "objstore", ["--latency-ms", str(OBJSTORE_LATENCY_MS)])
+
+
+def run_bloom(cfg: Config) -> dict | None:
+    """bench.bloom in its own process (a quarter of its rows in --quick)."""
+    rows = BLOOM_ROWS // 4 if cfg.quick else BLOOM_ROWS
+    log(f"bloom filters: bench.bloom, {rows:,} rows")
+    return _run_part("bloom filter", "bloom", ["--rows", str(rows)])
+
+
+def _run_part(what: str, module: str, args: list[str]) -> dict | None:
+    """`python -m bench.<module> ARGS --json FILE`'s results, or None if it failed."""
+    out = OUT / f"{module}.json"
+    done = subprocess.run([sys.executable, "-m", f"bench.{module}", *args, "--json", str(out)],
+                          cwd=M.ROOT, capture_output=True, text=True)
     if done.returncode != 0:
-        log(f"object store part failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
+        log(f"{what} part failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
         return None
     return json.loads(out.read_text())
 
@@ -650,6 +667,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["objstore"] = run_objstore(cfg)
         results["timings"]["objstore"] = time.monotonic() - started
+
+    if cfg.bloom:
+        started = time.monotonic()
+        results["bloom"] = run_bloom(cfg)
+        results["timings"]["bloom"] = time.monotonic() - started
 
     for ds in dsets:  # keep bench/out small: outputs were only needed for sizes and queries
         for suffix in (".retrofit.parquet", ".retrofit_trust.parquet", ".pa_rewrite.parquet"):

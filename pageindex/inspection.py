@@ -21,10 +21,9 @@ from pageindex.format.parquet_thrift import (
     Type,
 )
 from pageindex.format.schema import Leaf
-from pageindex.index.bloom.blob import read_filter
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
-from pageindex.index.reader import ColumnIndexView, read_index_bytes, read_page_indexes
+from pageindex.index.reader import ColumnIndexView, IndexBytes, read_bloom_filter, read_index_bytes, read_page_indexes
 from pageindex.index.soundness import structural_flaws, suspect_writer
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.page_walk import walk_headers
@@ -165,7 +164,7 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
     from their page headers."""
     with open_source(path, filesystem) as source:
         footer = read_footer(source)
-        held = read_index_bytes(source, footer)
+        held = read_index_bytes(source, footer, bloom_filters=True)  # filters in the same read
         flaws = structural_flaws(source, footer, held)
         chunks = []
         indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row), held)
@@ -190,7 +189,7 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     BoundaryOrder.NAMES.get(ci.boundary_order, str(ci.boundary_order)) if ci else None,
                     sum(ci.null_pages) if ci else None,
                     _point_lookup_fraction(chunk, ci, footer.declared_order(chunk.column)),
-                    tuple(rows), _bloom_view(source, chunk), logical_type_text(chunk.leaf),
+                    tuple(rows), _bloom_view(source, chunk, held), logical_type_text(chunk.leaf),
                     CompressionCodec.name(chunk.codec), chunk.total_compressed_size,
                 ))
         groups = tuple(RowGroupView(rows, sum(c.total_compressed_size for c in row))
@@ -236,12 +235,12 @@ _LOGICAL_NAMES = {field_id: name for name, field_id in LogicalType.IDS.items()}
 _UNIT_NAMES = {field_id: name for name, field_id in TimeUnit.IDS.items()}
 
 
-def _bloom_view(source: Source, chunk: ChunkMeta) -> BloomView | None:
+def _bloom_view(source: Source, chunk: ChunkMeta, held: IndexBytes | None) -> BloomView | None:
     if chunk.bloom_filter is None:
         return None
-    offset, length = chunk.bloom_filter
+    length = chunk.bloom_filter[1]
     try:
-        bloom = read_filter(source, offset, length)
+        bloom = read_bloom_filter(source, chunk, held)
     except PageIndexError as err:
         return BloomView(length, error=err.message(with_path=False))
     return BloomView(length if length is not None else len(bloom.to_bytes()), bloom.estimated_ndv(),

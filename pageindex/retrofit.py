@@ -148,7 +148,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
         pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
         with _undone_on_failure(source, pending):
             indexes, reports = compute_indexes(source, footer, plan, truncate_length)
-            tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats))
+            tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats, bloom))
             if pending is not None:
                 pending.finish(tail)
         if violations:

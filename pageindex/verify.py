@@ -13,11 +13,18 @@ from pageindex.errors import PageIndexError
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import Type
-from pageindex.index.bloom.blob import BloomFilter, read_filter
+from pageindex.index.bloom.blob import BloomFilter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
 from pageindex.index.kinds import comparable
-from pageindex.index.reader import ColumnIndexView, OffsetIndexView, read_index_bytes, read_page_indexes
+from pageindex.index.reader import (
+    ColumnIndexView,
+    IndexBytes,
+    OffsetIndexView,
+    read_bloom_filter,
+    read_index_bytes,
+    read_page_indexes,
+)
 from pageindex.index.soundness import Violation, check_boundary_order
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
@@ -58,8 +65,9 @@ def verify_source(source: Source, footer: Footer) -> VerifyResult:
     """verify on an open file whose footer is read (retrofit's --verify-existing)."""
     violations: list[Violation] = []
     pages = with_oi = with_ci = 0
-    indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row),
-                                read_index_bytes(source, footer))
+    # The filters come in the same read as the index blocks (on an object store, one request).
+    held = read_index_bytes(source, footer, bloom_filters=True)
+    indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row), held)
     for row in footer.chunks:
         checked_here = [chunk for chunk in row if indexes[chunk.row_group, chunk.column] != (None, None)
                         or chunk.bloom_filter is not None]
@@ -70,7 +78,7 @@ def verify_source(source: Source, footer: Footer) -> VerifyResult:
             with_oi += oi is not None
             with_ci += ci is not None
             order = order_for(chunk.leaf, footer.declared_order(chunk.column))
-            found, checked = _verify_chunk(source, footer, chunk, order, oi, ci)
+            found, checked = _verify_chunk(source, footer, chunk, order, oi, ci, held)
             release_memory(chunk.total_compressed_size)
             violations += found
             pages += checked
@@ -80,13 +88,14 @@ def verify_source(source: Source, footer: Footer) -> VerifyResult:
 
 
 def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order,
-                  oi: OffsetIndexView | None, ci: ColumnIndexView | None) -> tuple[list[Violation], int]:
+                  oi: OffsetIndexView | None, ci: ColumnIndexView | None, held: IndexBytes | None = None
+                  ) -> tuple[list[Violation], int]:
     out: list[Violation] = []
 
     def fail(page: int | None, check: str, detail: str) -> None:
         out.append(Violation(chunk.row_group, chunk.leaf.dotted, page, check, detail))
 
-    bloom = _read_bloom(source, chunk, fail)
+    bloom = _read_bloom(source, chunk, held, fail)
     checks_values = ci is not None or (oi is not None and oi.unencoded_byte_array_data_bytes is not None)
     scan = scan_chunk(source, footer, chunk,
                       with_values=bloom is not None or (checks_values and needs_values(chunk, order)))
@@ -107,12 +116,10 @@ def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order
     return out, len(scan.pages.pages)
 
 
-def _read_bloom(source: Source, chunk: ChunkMeta, fail) -> BloomFilter | None:
+def _read_bloom(source: Source, chunk: ChunkMeta, held: IndexBytes | None, fail) -> BloomFilter | None:
     """The chunk's bloom filter, its header and length checked (field 15 = header + bitset)."""
-    if chunk.bloom_filter is None:
-        return None
     try:
-        return read_filter(source, *chunk.bloom_filter)
+        return read_bloom_filter(source, chunk, held)
     except PageIndexError as err:
         fail(None, "bloom filter", err.message(with_path=False))
         return None

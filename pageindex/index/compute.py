@@ -177,8 +177,7 @@ def _from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Com
     if planned.bloom is None or scan.values is None:
         return indexes, report
     hashes = chunk_hashes(scan.values, planned.chunk.leaf.physical_type)
-    if planned.bloom.auto and not auto_keeps(len(hashes), len(scan.values), _ordered(indexes.column_index),
-                                             scan.pages.fully_dictionary):
+    if planned.bloom.auto and not auto_keeps(len(hashes), len(scan.values), _ordered(indexes.column_index)):
         return indexes, report
     blob = BloomFilter(build(hashes, optimal_bytes(len(hashes), planned.bloom.fpp, planned.bloom.max_bytes)),
                        len(hashes)).to_bytes()

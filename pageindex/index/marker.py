@@ -1,19 +1,34 @@
 """The key-value entry pageindex adds to a footer: what it records, and files recognized by it.
 
-No timestamp is recorded, so the same input and options always give byte-identical output.
+Records the options that shape the output (never a timestamp, so output stays byte-identical).
 """
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer
+from pageindex.index.bloom.options import AUTO, NONE, BloomOptions
 
 MARKER_KEY = "pageindex"
 
 
-def marker_value(version: str, truncate_length: int, trust_page_stats: bool = False) -> str:
-    """What the key-value entry records: no timestamp, so output stays deterministic."""
-    value = f"version={version};truncate_length={truncate_length}"
-    return value + ";trust_page_stats=true" if trust_page_stats else value
+def marker_value(version: str, truncate_length: int, trust_page_stats: bool = False,
+                 bloom: BloomOptions = BloomOptions()) -> str:
+    """What the key-value entry records: no timestamp, so output stays deterministic. Options
+    left at what earlier versions always used (no trusted statistics, no filters) are not
+    written, so such files keep the bytes they had."""
+    fields = [f"version={version}", f"truncate_length={truncate_length}"]
+    if trust_page_stats:
+        fields.append("trust_page_stats=true")
+    if bloom.columns != NONE:
+        fields += [f"bloom_filter={_bloom_spec(bloom)}", f"bloom_fpp={bloom.fpp!r}", f"bloom_max_bytes={bloom.max_bytes}"]
+    return ";".join(fields)
+
+
+def _bloom_spec(bloom: BloomOptions) -> str:
+    """auto, or the columns quoted so that no name can break the marker's "," ";" "=" syntax."""
+    return AUTO if bloom.auto else ",".join(quote(name, safe="") for name in bloom.named)
 
 
 def is_fully_indexed(footer: Footer) -> bool:

@@ -1,6 +1,6 @@
 """Page index reader: decode existing ColumnIndex and OffsetIndex blocks of a file into views.
 
-Used by inspect, verify and lookup; it works on indexes written by any writer.
+Used by inspect, verify and lookup (with the bloom filters beside them); it works on indexes written by any writer.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pageindex.errors import MalformedFileError, PageIndexError
 from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.format.parquet_thrift import ColumnIndex, OffsetIndex, PageLocation
 from pageindex.format.thrift import Struct, TList, decode_struct
+from pageindex.index.bloom.blob import BloomFilter, parse_filter, read_filter
 from pageindex.io.storage import Source
 
 # Bytes between index blocks read along with them rather than in a request of their own.
@@ -57,11 +58,12 @@ class IndexBytes:
         return self.data[start:start + location[1]] if 0 <= start and start + location[1] <= len(self.data) else None
 
 
-def read_index_bytes(source: Source, footer: Footer) -> IndexBytes | None:
-    """Every index block of the file in one read, where they lie together (as writers put them,
-    between the data and the footer), or none when the footer's tail read holds them; None where
-    they are spread out or there are none."""
-    blocks = [loc for row in footer.chunks for c in row for loc in (c.offset_index, c.column_index)
+def read_index_bytes(source: Source, footer: Footer, bloom_filters: bool = False) -> IndexBytes | None:
+    """Every index block of the file (and, if asked, every bloom filter of known length) in one
+    read, where they lie together (as writers put them, between the data and the footer), or none
+    when the footer's tail read holds them; None where they are spread out or there are none."""
+    blocks = [loc for row in footer.chunks for c in row
+              for loc in (c.offset_index, c.column_index, bloom_span(c) if bloom_filters else None)
               if loc is not None]
     if not blocks:
         return None
@@ -138,6 +140,27 @@ def read_column_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None 
         )
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+
+
+def bloom_span(chunk: ChunkMeta) -> tuple[int, int] | None:
+    """Where the chunk's bloom filter is, when its length is known (field 15)."""
+    if chunk.bloom_filter is None or chunk.bloom_filter[1] is None:
+        return None
+    return chunk.bloom_filter[0], chunk.bloom_filter[1]
+
+
+def read_bloom_filter(source: Source, chunk: ChunkMeta, held: IndexBytes | None = None) -> BloomFilter | None:
+    """The chunk's bloom filter, from `held` (read_index_bytes with bloom_filters) where it holds it."""
+    if chunk.bloom_filter is None:
+        return None
+    span = bloom_span(chunk)
+    raw = held.block(span) if held is not None and span is not None else None
+    if raw is None:
+        return read_filter(source, *chunk.bloom_filter)
+    try:
+        return parse_filter(raw, span[1])
+    except PageIndexError as err:
+        raise err.located(path=source.path, offset=span[0]) from None
 
 
 IndexPair = tuple[OffsetIndexView | None, ColumnIndexView | None]

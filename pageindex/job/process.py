@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
-from pageindex.index.bloom.options import NONE, bloom_options
+from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS
 from pageindex.io.discovery import InputFile
@@ -39,6 +39,10 @@ class JobOptions:
     bloom_fpp: float = DEFAULT_FPP
     bloom_max_bytes: int = DEFAULT_MAX_BYTES
     verify_existing: bool = False
+
+    @property
+    def bloom(self) -> BloomOptions:
+        return bloom_options(self.bloom_filter, self.bloom_fpp, self.bloom_max_bytes)
 
 
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:

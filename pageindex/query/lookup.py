@@ -33,6 +33,7 @@ from pageindex.index.kinds import codec_for, comparable, literal_for
 from pageindex.index.reader import (
     ColumnIndexView,
     OffsetIndexView,
+    bloom_span,
     index_spans,
     read_column_index,
     read_offset_index,
@@ -276,12 +277,14 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
 
 def _index_spans(footer: Footer, plans: list[_Plan], needed: list[_Field]) -> list[tuple[int, int]]:
     """The index blocks the row groups that footer statistics do not prune may read: the
-    predicate columns' OffsetIndex and ColumnIndex, the single-leaf read columns' OffsetIndex.
-    Prefetched together, they come in one or a few requests instead of one per block."""
+    predicate columns' OffsetIndex and ColumnIndex (and bloom filter, for = and IN), the single-leaf
+    read columns' OffsetIndex. Prefetched together, they come in one or a few requests instead of one per block."""
     spans = []
     for row in footer.chunks:
         if all(plan.chunk_may_match(footer, row[plan.leaf.index]) for plan in plans):
             spans += [span for plan in plans for span in index_spans(row[plan.leaf.index])]
+            probed = (bloom_span(row[plan.leaf.index]) for plan in plans if plan.probes is not None)
+            spans += [span for span in probed if span is not None]
             spans += [span for f in needed if len(f.leaves) == 1
                       for span in index_spans(row[f.leaves[0].index], column_index=False)]
     return spans

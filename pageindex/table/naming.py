@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
+from pageindex.index.bloom.options import BloomOptions
 from pageindex.index.marker import marker_value
 from pageindex.version import __version__
 
@@ -13,7 +14,8 @@ SUFFIX = ".parquet"
 TAG = ".pageindex-"
 
 
-def indexed_name(path: str, size: int, truncate_length: int, trust_page_stats: bool) -> str:
+def indexed_name(path: str, size: int, truncate_length: int, trust_page_stats: bool,
+                 bloom: BloomOptions = BloomOptions()) -> str:
     """`<stem>.pageindex-<hash>.parquet` for the file `path` of `size` bytes.
 
     Deterministic, so a rerun after a failed commit rewrites its own orphan instead of leaving
@@ -21,6 +23,6 @@ def indexed_name(path: str, size: int, truncate_length: int, trust_page_stats: b
     so two runs can only ever write the same name with the same bytes.
     """
     digest = hashlib.sha256(
-        f"{path}\0{size}\0{marker_value(__version__, truncate_length, trust_page_stats)}".encode())
+        f"{path}\0{size}\0{marker_value(__version__, truncate_length, trust_page_stats, bloom)}".encode())
     stem = path[:-len(SUFFIX)] if path.endswith(SUFFIX) else path
     return f"{stem}{TAG}{digest.hexdigest()[:16]}{SUFFIX}"

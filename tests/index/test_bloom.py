@@ -24,7 +24,7 @@ from pageindex.index.bloom.blob import (
     read_filter,
 )
 from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
-from pageindex.index.bloom.hashing import xxh64_binary, xxh64_fixed, xxh64_u32, xxh64_u64
+from pageindex.index.bloom.hashing import BLOCK, xxh64_binary, xxh64_fixed, xxh64_u32, xxh64_u64
 from pageindex.index.bloom.sbbf import build, expected_fpp, optimal_bytes
 from pageindex.io.storage import open_source
 from pageindex.scan.chunk_scan import scan_chunk
@@ -71,6 +71,16 @@ def test_xxh64_strings():
     values += [RNG.bytes(int(n)) for n in RNG.integers(0, 300, 3000)]
     order = RNG.permutation(len(values))  # long and short values interleaved
     values = [values[i] for i in order]
+    assert (xxh64_binary(*binary_parts(values)) == reference(values)).all()
+
+
+def test_xxh64_across_blocks():
+    # More values than one block (BLOCK) of each kind: blocks and length groups meet correctly.
+    count = 2 * BLOCK + 3
+    words = RNG.integers(0, 1 << 63, count, dtype=np.uint64)
+    assert (xxh64_u64(words) == reference([w.tobytes() for w in words])).all()
+    assert (xxh64_u32(words.astype(np.uint32)) == reference([w.tobytes() for w in words.astype(np.uint32)])).all()
+    values = [RNG.bytes(int(n)) for n in RNG.choice([3, 12, 40], count)]
     assert (xxh64_binary(*binary_parts(values)) == reference(values)).all()
 
 

@@ -18,9 +18,11 @@ from pageindex.index.bloom.blob import BloomFilter, might_contain, read_filter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import optimal_bytes
+from pageindex.index.marker import MARKER_KEY, marker_value
 from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import open_source
 from pageindex.retrofit import Status, retrofit
+from pageindex.table.naming import indexed_name
 from pageindex.verify import verify
 
 RNG = np.random.default_rng(2727)
@@ -129,15 +131,20 @@ def test_an_indexed_file_is_reopened_only_for_missing_named_filters(tmp_path):
     assert retrofit(str(tmp_path / "c.parquet"), None, bloom_filter="id").status == Status.ALREADY_INDEXED
 
 
-def test_auto_picks_unsorted_high_cardinality_non_dictionary_leaves(tmp_path):
+def test_auto_picks_unsorted_leaves_with_many_distinct_values(tmp_path):
     table = unsorted_table().append_column("dict_id", pa.array(RNG.permutation(N).astype(np.int64)))
+    # Values spread evenly from 3200 and 800 distinct ones: about 0.74 and 0.37 of each 2000-row
+    # group's values are distinct.
+    table = table.append_column("rep_hi", pa.array(RNG.integers(0, 3200, N)))
+    table = table.append_column("rep_lo", pa.array(RNG.integers(0, 800, N)))
     src = write(tmp_path / "in.parquet", table, use_dictionary=["dict_id"], dictionary_pagesize_limit=1 << 20,
                 data_page_size=1024, write_batch_size=64)
     out = tmp_path / "out.parquet"
     retrofit(str(src), str(out), bloom_filter="auto")
-    # id and name: plain and unsorted; dict_id: fully dictionary-encoded; seq: sorted pages;
-    # low: three values in 2000; flag and f: never.
-    assert {col for _, col in filters(out)} == {"id", "name"}
+    # id, name, rep_hi: unsorted, half their values or more distinct; dict_id too, though fully
+    # dictionary-encoded; seq: sorted pages; rep_lo and low (three values): too few distinct;
+    # flag and f: never.
+    assert {col for _, col in filters(out)} == {"id", "name", "dict_id", "rep_hi"}
 
 
 @pytest.mark.parametrize("spec, error", [("nope", "does not have"), ("bogus,id", "does not have")])
@@ -221,3 +228,30 @@ def test_verify_and_inspect_see_the_filters(tmp_path):
     problems = verify(str(longer)).violations
     assert len(problems) == 9 and all("is not header" in v.detail for v in problems)
     assert all(c.bloom_filter.error for c in inspect_file(str(longer)).chunks if c.bloom_filter)
+
+
+def test_the_marker_records_the_bloom_options(tmp_path):
+    src = write(tmp_path / "in.parquet", unsorted_table())
+    out, plain = tmp_path / "out.parquet", tmp_path / "plain.parquet"
+    retrofit(str(src), str(out), bloom_filter=["id", "name"], bloom_fpp=0.02, bloom_max_bytes=1 << 16)
+    retrofit(str(src), str(plain))
+    assert inspect_file(str(out)).indexed_by.endswith(";bloom_filter=id,name;bloom_fpp=0.02;bloom_max_bytes=65536")
+    with open_source(str(plain)) as source:
+        assert "bloom" not in read_footer(source).key_value(MARKER_KEY)
+
+
+def test_marker_quotes_column_names():
+    # A name holding the marker's separators cannot break its syntax.
+    value = marker_value("9", 64, True, bloom_options(["a,b", "c;d=e", "x%y", "plain"], 0.001))
+    assert value == ("version=9;truncate_length=64;trust_page_stats=true;"
+                     "bloom_filter=a%2Cb,c%3Bd%3De,x%25y,plain;bloom_fpp=0.001;bloom_max_bytes=1048576")
+    assert marker_value("9", 64, bloom=bloom_options("auto")).endswith(";bloom_filter=auto;bloom_fpp=0.01;bloom_max_bytes=1048576")
+
+
+def test_table_copies_are_named_by_their_bloom_options_too():
+    # A copy's name hashes what its bytes depend on: other filters, other name.
+    names = {indexed_name("t/part-0.parquet", 100, 64, False, bloom_options(spec))
+             for spec in ("none", "auto", ["id"], ["id", "name"])}
+    assert len(names) == 4
+    assert indexed_name("t/part-0.parquet", 100, 64, False) == indexed_name("t/part-0.parquet", 100, 64, False,
+                                                                            bloom_options("none"))

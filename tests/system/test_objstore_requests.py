@@ -21,6 +21,7 @@ from pageindex.io.discovery import InputFile
 from pageindex.job.process import JobOptions, process_file
 from pageindex.retrofit import Status
 from tests.helpers import s3 as s3h
+from tests.helpers.bloom_files import write_filtered
 from tests.helpers.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.s3
@@ -221,3 +222,40 @@ def test_job_skips_an_indexed_file_by_its_footer(objects, kind):
     # aborted too), the head magic and the footer.
     assert count.requests.get("HeadObject", 0) == 1 and 1 <= count.gets <= 2, count.requests
     assert count.total == 1 + count.requests.get("ListMultipartUploads", 0) + count.gets <= 4, count.requests
+
+
+@pytest.fixture(scope="module")
+def filtered(objects, tmp_path_factory) -> dict[str, str]:
+    """Keys of bloom_files' table retrofitted with a filter on every column (36 filters), and
+    without filters."""
+    tmp: Path = tmp_path_factory.mktemp("objstore-bloom")
+    _, src, out, _ = write_filtered(tmp, decimals_as_integer=False)
+    pageindex.retrofit(str(src), str(tmp / "plain.parquet"))
+    keys = {"filters": "bloom/filters.parquet", "none": "bloom/none.parquet"}
+    objects.client.upload_file(str(out), objects.bucket, keys["filters"])
+    objects.client.upload_file(str(tmp / "plain.parquet"), objects.bucket, keys["none"])
+    return keys
+
+
+def test_filters_come_in_the_index_read(objects, filtered):
+    # inspect, verify and lookup read every filter they need (one each would be 36 or 4 requests)
+    # along with the index blocks: at most one request more than on the same file without
+    # filters, whose index blocks the footer's tail read holds (the filters, 150 KB, lie before them).
+    def count(key: str, action: Callable[[str], object]) -> Count:
+        return objects.measure(lambda: action(objects.path(key)))
+
+    def inspect(path: str) -> object:
+        view = inspect_file(path, filesystem=objects.fs())
+        assert sum(c.bloom_filter is not None for c in view.chunks) == (36 if "filters" in path else 0)
+        return view
+
+    def verify(path: str) -> None:
+        assert pageindex.verify(path, filesystem=objects.fs()).ok
+
+    def lookup(path: str) -> None:
+        stats = pageindex.lookup(path, "i64 = 7777", filesystem=objects.fs())[1]
+        assert stats.row_groups_pruned_by_bloom_filter == (4 if "filters" in path else 0)
+
+    for action in (inspect, verify, lookup):
+        with_filters, without = count(filtered["filters"], action), count(filtered["none"], action)
+        assert with_filters.gets <= without.gets + 1, (action.__name__, with_filters.requests, without.requests)

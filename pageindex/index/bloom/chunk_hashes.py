@@ -49,8 +49,10 @@ def _hashes(array: pa.Array, physical_type: int, float_extras: bool) -> np.ndarr
     if isinstance(array, pa.DictionaryArray) and physical_type in (Type.FLOAT, Type.DOUBLE):
         array = array.dictionary_decode()  # the extras depend on the values used, not the dictionary's
     if isinstance(array, pa.DictionaryArray):
-        indices = array.indices.drop_null().to_numpy(zero_copy_only=False)
-        return _hashes(array.dictionary, physical_type, float_extras)[np.unique(indices)]
+        # Only the entries in use: marked in one pass over the indices, where np.unique would sort them.
+        used = np.zeros(len(array.dictionary), dtype=bool)
+        used[array.indices.drop_null().to_numpy(zero_copy_only=False)] = True
+        return _hashes(array.dictionary.filter(pa.array(used)), physical_type, float_extras)
     array = array.drop_null() if array.null_count else array
     if pa.types.is_integer(array.type) and array.type.bit_width < 32:
         array = array.cast(pa.int32())  # INT8/16 and UINT8/16 are stored as INT32 (extended)
