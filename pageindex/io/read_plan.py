@@ -142,6 +142,18 @@ class ReadPlan:
                     block.dropped, block.future = True, None
             self._pump()
 
+    def discard(self, offset: int, length: int) -> None:
+        """Count [offset, offset+length) as read without reading it: a caller that needed only
+        part of a planned range lets its blocks drop (or never be fetched) once nothing else
+        planned in them is left."""
+        end = offset + length
+        with self._lock:
+            for block in self._blocks[max(0, bisect_right(self._starts, offset) - 1):]:
+                if block.offset >= end:
+                    break
+                self._consume(block, offset, end)
+            self._pump()
+
     def close(self) -> None:
         """Drop every block and cancel fetches not started (those in flight finish unread)."""
         with self._lock:
@@ -199,5 +211,6 @@ class ReadPlan:
                 unread.append((end, hi))
         block.unread = unread
         if not unread:
+            if block.future is not None:
+                self._held -= block.length
             block.dropped, block.future = True, None
-            self._held -= block.length

@@ -145,6 +145,12 @@ class Source:
         if self._plan is not None:
             self._plan.drop_before(offset)
 
+    def release_prefetched(self, offset: int, length: int) -> None:
+        """Count these planned bytes as read: a caller done with a range it read only part of
+        lets the plan drop them (or skip fetching them)."""
+        if self._plan is not None:
+            self._plan.discard(offset, length)
+
     def release_prefetch(self) -> None:
         """Drop what the plan holds (unread bytes are read again if asked for)."""
         plan, self._plan = self._plan, None

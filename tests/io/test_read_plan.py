@@ -182,6 +182,23 @@ def test_dropping_the_blocks_before_an_offset_frees_them_read_or_not():
         assert source.stats.requests == 5
 
 
+def test_bytes_counted_as_read_free_their_block_or_spare_its_fetch():
+    fs = CountingMemoryFS()
+    path, data = _file(fs, 100_000)
+    options = ReadOptions(hole_limit=0, range_cap=10_000, max_ahead_bytes=10_000)
+    with open_source(path, fs) as source:
+        source.read_options = options
+        source.prefetch([(0, 6_000), (6_000, 4_000), (10_000, 10_000), (20_000, 10_000)])
+        assert source.read(0, 100) == data[:100]  # a header of the first range, its body unread
+        source.release_prefetched(0, 6_000)
+        assert source._plan.held_bytes == 10_000  # [6_000, 10_000) is still planned in the block
+        source.release_prefetched(6_000, 4_000)
+        assert source._plan.held_bytes == 10_000  # dropped, and the next block started instead
+        source.release_prefetched(20_000, 10_000)  # never needed: never fetched
+        assert source.read(10_000, 10_000) == data[10_000:20_000]
+        assert source._plan.held_bytes == 0 and source.stats.requests == 2
+
+
 def test_prefetch_is_a_no_op_on_a_local_file(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"x" * 1000)
