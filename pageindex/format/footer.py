@@ -260,17 +260,24 @@ def _index_location(cc: Struct, off_id: int, len_id: int, limit: int) -> tuple[i
     return offset, length
 
 
-def read_footer(source: Source, tail_bytes: int = TAIL_READ, check_head: bool = True) -> Footer:
+def read_footer(source: Source, tail_bytes: int | None = None, check_head: bool = True) -> Footer:
     """Read and validate the footer: the head magic (optional), then one read of the tail and a
-    second one only when the footer is longer than that tail."""
+    second one only when the footer is longer than that tail. The tail read is TAIL_READ locally
+    and the read options' tail_bytes on an object store, where the source keeps it; a file no
+    longer than it is read once, head included."""
     size = source.size
+    if tail_bytes is None:
+        tail_bytes = TAIL_READ if source.local else source.read_options.tail_bytes
+    tail = source.read(max(0, size - tail_bytes), min(size, tail_bytes), "footer") if size <= tail_bytes else None
     if check_head:
-        head = source.read(0, 4, "footer")
+        head = tail[:4] if tail is not None else source.read(0, 4, "footer")
         if head not in (MAGIC, ENCRYPTED_MAGIC):
             raise NotParquetError("no Parquet magic at start of file", path=source.path)
         if head == ENCRYPTED_MAGIC and size >= 12:
             raise EncryptedFileError("encrypted file (PARE magic)", path=source.path)
-    tail = source.read(max(0, size - tail_bytes), min(size, tail_bytes), "footer")
+    if tail is None:
+        tail = source.read(max(0, size - tail_bytes), min(size, tail_bytes), "footer")
+    source.keep_tail(size - len(tail), tail)
     length = parse_tail(tail, size, source.path)
     if length + 8 <= len(tail):
         raw = tail[len(tail) - 8 - length : len(tail) - 8]

@@ -53,15 +53,14 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     """The indexes of every chunk, a list per row group, and a report per chunk in file order."""
     indexes: list[list[ChunkIndexes]] = []
     reports: list[ChunkReport] = []
-    # Exact mode on an object store: one plan for the whole file, so the next row group is
-    # fetched while this one decodes (within the read-ahead bound); each row group's bytes are
-    # dropped once it is done.
-    whole_file = not any(planned.from_headers for row in plan for planned in row)
-    if whole_file:
-        source.prefetch([_span(planned) for row in plan for planned in row])
+    # On an object store, in either mode: one plan for the whole file, so the next row group is
+    # fetched while this one is computed (within the read-ahead bound), and each row group's
+    # bytes are dropped once it is done. A trusted chunk is fetched whole too: a request costs
+    # what reading megabytes does, so its headers come from its bytes, not a request each.
+    source.prefetch([_span(planned) for row in plan for planned in row])
     for row in plan:
-        done = _row_group(source, footer, row, truncate_length, prefetched=whole_file)
-        if whole_file and row:
+        done = _row_group(source, footer, row, truncate_length)
+        if row:
             source.release_prefetched_before(max(p.chunk.start + p.chunk.total_compressed_size for p in row))
         indexes.append([computed[0] for computed in done])
         reports.extend(computed[1] for computed in done)
@@ -69,28 +68,34 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     return indexes, reports
 
 
-def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int,
-               prefetched: bool = False) -> list[Computed]:
-    """Header statistics first, where planned; then one scan of the chunks that are left."""
-    from_headers: dict[int, Computed | Fallback] = {}
-    headed = [planned for planned in row if planned.from_headers]
-    # A row group within one merged request's bytes is fetched once for both stages: chunks
-    # decoded exactly between header-statistics chunks would otherwise split it into requests.
-    whole = bool(headed) and sum(p.chunk.total_compressed_size for p in row) <= source.read_options.range_cap
-    if whole:
-        source.prefetch([_span(planned) for planned in row])
-    for group in [headed] if whole else _header_groups(headed, source):
-        if not whole:
-            # On an object store a request costs what reading megabytes does: the group's chunks
-            # come whole in a few merged requests, not one request per page header (local: no-op).
-            source.prefetch([_span(planned) for planned in group], "header")
-        for planned in group:
-            from_headers[id(planned)] = _from_page_stats(source, footer, planned, truncate_length)
-    computed_first = [from_headers.get(id(planned), planned.fallback) for planned in row]
-    exact = [planned for planned, computed in zip(row, computed_first) if isinstance(computed, str)]
-    scanned = _from_scans(source, footer, exact, truncate_length, prefetch=not (whole or prefetched))
-    return [computed if not isinstance(computed, str) else _fell_back(next(scanned), computed)
-            for computed in computed_first]
+def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int
+               ) -> list[Computed]:
+    """The row group's chunks in file order: header statistics where planned, the other chunks
+    scanned together. Reads stay in file order but for the scans held back, at most one merged
+    request's bytes (they are scanned before any more is read)."""
+    done: dict[int, Computed] = {}
+    held_back: list[tuple[ChunkPlan, str]] = []  # with why header statistics were not used
+
+    def scan_held_back() -> None:
+        scanned = _from_scans(source, footer, [planned for planned, _ in held_back], truncate_length)
+        for (planned, fallback), computed in zip(held_back, scanned):
+            done[id(planned)] = _fell_back(computed, fallback)
+        held_back.clear()
+
+    for planned in sorted(row, key=lambda p: p.chunk.start):
+        fallback: str = planned.fallback
+        if planned.from_headers:
+            computed = _from_page_stats(source, footer, planned, truncate_length)
+            if not isinstance(computed, str):
+                source.release_prefetched(*_span(planned))  # its page bodies are not read
+                done[id(planned)] = computed
+                continue
+            fallback = computed
+        held_back.append((planned, fallback))
+        if sum(p.chunk.total_compressed_size for p, _ in held_back) >= source.read_options.range_cap:
+            scan_held_back()
+    scan_held_back()
+    return [done[id(planned)] for planned in row]
 
 
 def _fell_back(computed: Computed, fallback: str) -> Computed:
@@ -102,27 +107,7 @@ def _span(planned: ChunkPlan) -> tuple[int, int]:
     return planned.chunk.start, planned.chunk.total_compressed_size
 
 
-def _header_groups(planned: list[ChunkPlan], source: Source) -> Iterator[list[ChunkPlan]]:
-    """Consecutive chunks of at most one merged request's bytes together (a larger one alone),
-    so what a group's prefetch holds stays within the read options' bounds."""
-    cap, group, size = source.read_options.range_cap, [], 0
-    for chunk_plan in planned:
-        length = chunk_plan.chunk.total_compressed_size
-        if group and size + length > cap:
-            yield group
-            group, size = [], 0
-        group.append(chunk_plan)
-        size += length
-    if group:
-        yield group
-
-
-def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int,
-                prefetch: bool = True) -> Iterator[Computed]:
-    # On an object store: the row group's chunks in a few merged, concurrent requests (unless
-    # the caller's prefetch holds them already).
-    if prefetch:
-        source.prefetch([_span(planned) for planned in row])
+def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int) -> Iterator[Computed]:
     scans = scan_chunks(source, footer, [(planned.chunk, planned.with_values) for planned in row])
     for planned in row:
         # Not zip(row, scans): zip's reused result tuple would keep this scan alive while the

@@ -28,15 +28,20 @@ class ReadOptions:
     max_ahead_bytes: bytes fetched (or being fetched) and not yet read, at most; the read-ahead
         counts against the memory target (largest decoded chunk + 200 MiB), and at two range caps
         a second merged request can be in flight while the first is consumed.
+    tail_bytes: the first read of a remote file's footer takes this much of its end: reading a
+        MiB costs less than a request, and a footer longer than the guess (a wide file's), or the
+        index blocks before it, would each cost a request of their own. The bytes are kept and
+        serve later reads of the file's end.
     """
 
     hole_limit: int = 8 << 10
     range_cap: int = 32 << 20
     max_concurrency: int = 8
     max_ahead_bytes: int = 64 << 20
+    tail_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
-        if self.hole_limit < 0 or self.range_cap < 1 or self.max_concurrency < 1:
+        if self.hole_limit < 0 or self.range_cap < 1 or self.max_concurrency < 1 or self.tail_bytes < 8:
             raise ValueError(f"invalid read options: {self}")
         if self.max_ahead_bytes < self.range_cap:
             raise ValueError("max_ahead_bytes must hold at least one range_cap")
@@ -142,6 +147,18 @@ class ReadPlan:
                     block.dropped, block.future = True, None
             self._pump()
 
+    def discard(self, offset: int, length: int) -> None:
+        """Count [offset, offset+length) as read without reading it: a caller that needed only
+        part of a planned range lets its blocks drop (or never be fetched) once nothing else
+        planned in them is left."""
+        end = offset + length
+        with self._lock:
+            for block in self._blocks[max(0, bisect_right(self._starts, offset) - 1):]:
+                if block.offset >= end:
+                    break
+                self._consume(block, offset, end)
+            self._pump()
+
     def close(self) -> None:
         """Drop every block and cancel fetches not started (those in flight finish unread)."""
         with self._lock:
@@ -199,5 +216,6 @@ class ReadPlan:
                 unread.append((end, hi))
         block.unread = unread
         if not unread:
+            if block.future is not None:
+                self._held -= block.length
             block.dropped, block.future = True, None
-            self._held -= block.length

@@ -72,6 +72,7 @@ class Source:
         self._local = isinstance(fs, fsspec.implementations.local.LocalFileSystem)
         self._fd: int | None = None
         self._plan: ReadPlan | None = None
+        self._kept: tuple[int, bytes] | None = None  # the end of the file, read once (keep_tail)
         self._spare = bytearray()
         self._spare_lock = threading.Lock()
 
@@ -97,7 +98,7 @@ class Source:
         end = min(offset + length, self.size)
         if end <= offset:
             return b""
-        planned = self._planned(offset, end)
+        planned = self._in_memory(offset, end)
         if planned is not None:
             return bytes(planned)
         with storage_errors("read", self.path, offset):
@@ -114,7 +115,7 @@ class Source:
         into the same warm pages saves those faults (see bench/RESULTS.md), for at most
         REUSE_MAX_BYTES held between reads."""
         end = min(offset + length, self.size)
-        planned = self._planned(offset, end) if end > offset >= 0 else None
+        planned = self._in_memory(offset, end) if end > offset >= 0 else None
         if planned is not None:
             return planned.toreadonly()
         if end - offset > REUSE_MAX_BYTES:
@@ -136,7 +137,8 @@ class Source:
         self.release_prefetch()
         if self._local:
             return
-        clipped = [(o, min(o + n, self.size) - o) for o, n in ranges if 0 <= o < self.size]
+        limit = self.size if self._kept is None else self._kept[0]
+        clipped = [(o, min(o + n, limit) - o) for o, n in ranges if 0 <= o < limit]
         if clipped:
             self._plan = ReadPlan(lambda o, n: self._fetch(o, n, purpose), clipped, self.read_options)
 
@@ -145,11 +147,35 @@ class Source:
         if self._plan is not None:
             self._plan.drop_before(offset)
 
+    def release_prefetched(self, offset: int, length: int) -> None:
+        """Count these planned bytes as read: a caller done with a range it read only part of
+        lets the plan drop them (or skip fetching them)."""
+        if self._plan is not None:
+            self._plan.discard(offset, length)
+
     def release_prefetch(self) -> None:
         """Drop what the plan holds (unread bytes are read again if asked for)."""
         plan, self._plan = self._plan, None
         if plan is not None:
             plan.close()
+
+    def keep_tail(self, offset: int, data: bytes) -> None:
+        """Keep the file's last bytes, from `offset`, to serve reads of them (and of a planned
+        range running into them) without a request. Remote files only: a local read costs none."""
+        if not self._local and offset + len(data) == self.size:
+            self._kept = (offset, data)
+
+    def _in_memory(self, offset: int, end: int) -> memoryview | None:
+        """The bytes from the kept tail, the plan, or both, if they hold all of them."""
+        if self._kept is None:
+            return self._planned(offset, end)
+        start, data = self._kept
+        if start <= offset:
+            return memoryview(data)[offset - start:end - start]
+        if end <= start:
+            return self._planned(offset, end)
+        head = self._planned(offset, start)
+        return None if head is None else memoryview(bytes(head) + data[:end - start])
 
     def _planned(self, offset: int, end: int) -> memoryview | None:
         plan = self._plan
@@ -198,6 +224,7 @@ class Source:
 
     def close(self) -> None:
         self.release_prefetch()
+        self._kept = None
         self.drop_spare()
         if self._fd is not None:
             os.close(self._fd)

@@ -10,6 +10,8 @@ import threading
 import time
 import uuid
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
@@ -182,6 +184,55 @@ def test_dropping_the_blocks_before_an_offset_frees_them_read_or_not():
         assert source.stats.requests == 5
 
 
+def test_bytes_counted_as_read_free_their_block_or_spare_its_fetch():
+    fs = CountingMemoryFS()
+    path, data = _file(fs, 100_000)
+    options = ReadOptions(hole_limit=0, range_cap=10_000, max_ahead_bytes=10_000)
+    with open_source(path, fs) as source:
+        source.read_options = options
+        source.prefetch([(0, 6_000), (6_000, 4_000), (10_000, 10_000), (20_000, 10_000)])
+        assert source.read(0, 100) == data[:100]  # a header of the first range, its body unread
+        source.release_prefetched(0, 6_000)
+        assert source._plan.held_bytes == 10_000  # [6_000, 10_000) is still planned in the block
+        source.release_prefetched(6_000, 4_000)
+        assert source._plan.held_bytes == 10_000  # dropped, and the next block started instead
+        source.release_prefetched(20_000, 10_000)  # never needed: never fetched
+        assert source.read(10_000, 10_000) == data[10_000:20_000]
+        assert source._plan.held_bytes == 0 and source.stats.requests == 2
+
+
+def test_the_kept_tail_serves_reads_of_the_end_and_of_a_planned_range_running_into_it():
+    fs = CountingMemoryFS()
+    path, data = _file(fs, 100_000)
+    with open_source(path, fs) as source:
+        source.read_options = ReadOptions(hole_limit=0, range_cap=10_000, max_ahead_bytes=20_000)
+        source.keep_tail(90_000, data[90_000:])
+        source.prefetch([(80_000, 15_000)])  # clipped where the tail begins
+        assert source.read(85_000, 10_000) == data[85_000:95_000]
+        assert source.read(99_000, 5_000) == data[99_000:]
+        assert source.stats.ranges == [(80_000, 10_000, "data")]
+
+
+def test_a_remote_footer_is_one_read_with_the_index_blocks_and_a_small_file_one_with_its_head(tmp_path):
+    fs = CountingMemoryFS()
+    local = tmp_path / "wide.parquet"
+    columns = {f"c{i:03d}": np.arange(2000, dtype=np.int64) * i for i in range(150)}
+    pq.write_table(pa.table(columns), local, row_group_size=500, write_page_index=True)
+    fs.pipe_file("/wide.parquet", local.read_bytes())
+    with open_source("/wide.parquet", fs) as source:
+        footer = read_footer(source)
+        assert source.size - footer.footer_start > 64 << 10  # longer than a local tail read
+        assert [r[1] for r in source.stats.ranges] == [4, source.read_options.tail_bytes]
+        blocks = [loc for row in footer.chunks for c in row for loc in (c.offset_index, c.column_index)]
+        for offset, length in blocks:
+            source.read(offset, length)
+        assert source.stats.requests == 2  # the index blocks came with the tail
+    with open_source("/wide.parquet", fs) as source:
+        source.read_options = ReadOptions(tail_bytes=source.size)
+        read_footer(source)
+        assert source.stats.ranges == [(0, source.size, "footer")]
+
+
 def test_prefetch_is_a_no_op_on_a_local_file(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"x" * 1000)
@@ -273,6 +324,8 @@ def test_prefetch_on_s3_reads_a_row_group_in_few_gets(s3_server, s3_bucket, tmp_
     with FaultProxy(s3_server) as proxy:
         fs = s3h.make_s3fs(proxy.endpoint)
         with open_source(f"{s3_bucket}/wide.parquet", fs) as source:
+            # a footer-sized tail: the kept tail would otherwise serve the last row groups
+            source.read_options = ReadOptions(tail_bytes=1 << 10)
             footer = read_footer(source)
             proxy.reset()
             for row in footer.chunks:
