@@ -17,12 +17,19 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Test workers (pytest-xdist): TEST_WORKERS=auto is one per CPU, at most TEST_MAX_WORKERS (each
+# worker imports everything and may start a Spark JVM); TEST_WORKERS=0 runs in this process.
+# loadgroup keeps a module, and all Spark-session tests, on one worker (tests/conftest.py).
+TEST_WORKERS     ?= 2
+TEST_MAX_WORKERS ?= 4
+PYTEST_WORKERS   := -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) --dist loadgroup
+
 test: env
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(PYTEST_WORKERS) tests
 
 # The unit layer: no Spark, no S3 server, no fuzzing, nothing slow (markers in pyproject.toml).
 test-fast: env
-	$(PY) -m pytest -q -m "not spark and not s3 and not fuzz and not slow" tests
+	$(PY) -m pytest -q $(PYTEST_WORKERS) -m "not spark and not s3 and not fuzz and not slow" tests
 
 check-java:
 	@if ! command -v java >/dev/null 2>&1 && [ ! -x "$${JAVA_HOME:-/nonexistent}/bin/java" ]; then \

@@ -34,12 +34,27 @@ from tests.helpers.spark import column_index_violations, scan_output_rows  # noq
 FIXTURE_MARKERS = {"spark": "spark", "s3_server": "s3"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Under `--dist loadgroup` (make test) a worker runs whole groups: every test of a module shares
+# its module's group, so module fixtures are built once; every test of the Spark session shares one
+# group, so one worker starts the JVM instead of each.
+SPARK_GROUP = "spark-session"
+
+
+def xdist_group(item: pytest.Item) -> str:
+    if "spark" in getattr(item, "fixturenames", ()):
+        return SPARK_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m, and before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = config.getoption("dist", default="no") == "loadgroup"
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
+        if grouped:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 # ---------------------------------------------------------------- corpus
