@@ -133,7 +133,9 @@ for dirpath, dirnames, filenames in os.walk(os.path.join(repo_root, "pageindex")
         entries.append((os.path.relpath(full, repo_root).replace(os.sep, "/"), full))
 entries.sort()
 
-tmp_path = zip_path + ".tmp"
+# One temporary name per builder: two submits building at once (two DAG tasks on one host)
+# each replace the zip atomically with the same bytes.
+tmp_path = f"{zip_path}.{os.getpid()}.tmp"
 with zipfile.ZipFile(tmp_path, "w") as zf:
     for arcname, full in entries:
         info = zipfile.ZipInfo(arcname, date_time=FIXED_TIME)
