@@ -82,6 +82,7 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
             done[id(planned)] = _fell_back(computed, fallback)
         held_back.clear()
 
+    held_bytes = 0  # compressed bytes of the scans held back (a running total: a wide row group holds hundreds)
     for planned in sorted(row, key=lambda p: p.chunk.start):
         fallback: str = planned.fallback
         if planned.from_headers:
@@ -92,8 +93,10 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
                 continue
             fallback = computed
         held_back.append((planned, fallback))
-        if sum(p.chunk.total_compressed_size for p, _ in held_back) >= source.read_options.range_cap:
+        held_bytes += planned.chunk.total_compressed_size
+        if held_bytes >= source.read_options.range_cap:
             scan_held_back()
+            held_bytes = 0
     scan_held_back()
     return [done[id(planned)] for planned in row]
 

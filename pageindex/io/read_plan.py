@@ -7,7 +7,7 @@ and a price, while reading a few more kilobytes costs next to nothing: neighbour
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -65,7 +65,8 @@ def merge_ranges(ranges: Iterable[Span], hole_limit: int, range_cap: int) -> lis
 
 @dataclass
 class _Block:
-    """One merged request: its bytes once fetched, and the parts of it still to be read."""
+    """One merged request: its bytes once fetched, and the parts of it still to be read (sorted,
+    disjoint: a read finds the parts it covers by bisection, as a wide file plans hundreds)."""
 
     offset: int
     length: int
@@ -97,6 +98,9 @@ class ReadPlan:
         self._starts = [block.offset for block in self._blocks]
         for offset, length in self.ranges:
             self._note_planned(offset, offset + length)
+        for block in self._blocks:  # the same bytes, as sorted disjoint spans
+            joined = merge_ranges([(lo, hi - lo) for lo, hi in block.unread], 0, block.length)
+            block.unread = [(offset, offset + length) for offset, length in joined]
         self._lock = threading.Lock()
         self._held = 0  # bytes of blocks started and not dropped
         self._next = 0  # first block not started yet, in offset order
@@ -205,16 +209,12 @@ class ReadPlan:
     def _consume(self, block: _Block, start: int, end: int) -> None:
         if block.dropped:
             return
-        unread = []
-        for lo, hi in block.unread:
-            if hi <= start or end <= lo:
-                unread.append((lo, hi))
-                continue
-            if lo < start:
-                unread.append((lo, start))
-            if end < hi:
-                unread.append((end, hi))
-        block.unread = unread
+        unread = block.unread
+        first = bisect_right(unread, start, key=lambda span: span[1])  # the first part ending after start
+        last = bisect_left(unread, end, key=lambda span: span[0])  # the first part from end on
+        if first < last:
+            lo, hi = unread[first][0], unread[last - 1][1]
+            unread[first:last] = [span for span in ((lo, start), (end, hi)) if span[0] < span[1]]
         if not unread:
             if block.future is not None:
                 self._held -= block.length

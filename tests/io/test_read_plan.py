@@ -163,6 +163,32 @@ def test_a_block_is_kept_until_every_planned_range_in_it_was_read():
         assert source.stats.requests == 2
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_block_of_many_planned_ranges_goes_exactly_when_their_last_byte_is_read(seed):
+    """Overlapping, touching and separate ranges in one block, read in random pieces and order:
+    held while any planned byte is unread, dropped on the read of the last one."""
+    rng = random.Random(seed)
+    data = rng.randbytes(20_000)
+    ranges = [(o, rng.randrange(1, 1000)) for o in rng.sample(range(19_000), 60)]  # any order
+    plan = ReadPlan(lambda o, n: data[o:o + n], ranges, ReadOptions(hole_limit=20_000, range_cap=20_000))
+    try:
+        assert len(plan.requests) == 1
+        unread = {b for o, n in ranges for b in range(o, o + n)}
+        reads = [(o + cut, n - cut) for o, n in ranges for cut in {0, n // 2}]
+        rng.shuffle(reads)
+        for offset, length in reads:
+            view = plan.read(offset, length)
+            if not unread:  # dropped: the caller reads it again
+                assert view is None
+                continue
+            assert view is not None and bytes(view) == data[offset:offset + length]
+            unread -= set(range(offset, offset + length))
+            assert (plan.held_bytes == 0) == (not unread)
+        assert not unread
+    finally:
+        plan.close()
+
+
 def test_dropping_the_blocks_before_an_offset_frees_them_read_or_not():
     fs = CountingMemoryFS()
     path, data = _file(fs, 100_000)
