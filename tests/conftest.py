@@ -9,6 +9,7 @@ Fixtures:
   s3fs_fs           (function) uncached s3fs.S3FileSystem pointed at the server.
   s3_storage_options(function) fsspec storage_options dict for the server.
   paged_parquet     (session) synthetic sorted-int64 files with and without a pyarrow page index.
+  duckdb_python     (session) python of .venv-duckdb (DuckDB 1.4.4 with its delta and iceberg extensions).
 
 Markers: a test requesting `spark` is marked spark, one requesting `s3_server` (directly or through
 another fixture) is marked s3.
@@ -110,6 +111,15 @@ def s3fs_fs(s3_server, s3_bucket):
     yield fs
     fs.invalidate_cache()
     type(fs).clear_instance_cache()
+
+
+# ---------------------------------------------------------------- DuckDB lake readers
+
+@pytest.fixture(scope="session")
+def duckdb_python() -> Path:
+    from tests.helpers.duckdb_lake import VENV
+
+    return VENV.ensure()
 
 
 # ---------------------------------------------------------------- synthetic files

@@ -27,6 +27,7 @@ from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import delta  # noqa: E402
 from pageindex.table.replacement import drop_changed  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
+from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
 NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
@@ -170,6 +171,22 @@ def test_catalog_table_located_at_a_delta_root_commits_through_the_log(spark, tm
     assert {k for a in log_actions(root, before + 1) for k in a} == {"add", "remove", "commitInfo"}
     assert_indexed(root)
     assert rows(root) == expected
+
+
+@pytest.mark.slow  # the first run installs .venv-duckdb
+def test_duckdb_delta_scan_reads_the_retrofitted_files(duckdb_python, tmp_path):
+    """DuckDB's delta_scan returns the same rows after the retrofit, read from the indexed copies."""
+    root = str(tmp_path / "t")
+    make_table(root)
+    expected = rows(root)
+    before, old_files = duckdb_scan(duckdb_python, "delta_scan", root, ("p", "id", "s"))
+    assert before == expected
+    assert old_files and not [f for f in old_files if ".pageindex-" in f]
+    assert retrofit_table(root)[2].version is not None
+    after, new_files = duckdb_scan(duckdb_python, "delta_scan", root, ("p", "id", "s"))
+    assert after == expected
+    assert new_files == {uri.rsplit("/", 1)[1] for uri in DeltaTable(root).file_uris()}
+    assert all(".pageindex-" in f for f in new_files)
 
 
 def test_table_format_flag_needs_a_table_and_in_place(spark, tmp_path):

@@ -40,6 +40,7 @@ from pageindex.retrofit import Status  # noqa: E402
 from pageindex.table import iceberg  # noqa: E402
 from pageindex.table.replacement import Replacement  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
+from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 
 NAME = "lake.db.t"
 
@@ -170,8 +171,24 @@ def test_iceberg_table_needs_in_place(spark, table, tmp_path):
     assert main(["--iceberg-table", "lake.nope", "--in-place"], spark=spark) == 2
 
 
-def test_duckdb_iceberg_scan_does_not_load_offline():
-    pytest.skip("DuckDB's iceberg extension is downloaded at run time, which is not possible offline")
+def data_files() -> set[str]:
+    return {task.file.file_path.rsplit("/", 1)[1] for task in load().scan().plan_files()}
+
+
+@pytest.mark.slow  # the first run installs .venv-duckdb
+def test_duckdb_iceberg_scan_reads_the_retrofitted_files(duckdb_python, table):
+    """iceberg_scan on the current metadata returns the same rows from the indexed copies; on the
+    metadata of the snapshot before the retrofit, the same rows from the old files."""
+    expected, old_files = rows(), data_files()
+    old_metadata = load().metadata_location
+    assert duckdb_scan(duckdb_python, "iceberg_scan", old_metadata, ("p", "id", "s")) == (expected, old_files)
+    assert retrofit_table()[2].version is not None
+    new_metadata = load().metadata_location
+    assert new_metadata != old_metadata
+    new_files = data_files()
+    assert all(".pageindex-" in f for f in new_files) and not new_files & old_files
+    assert duckdb_scan(duckdb_python, "iceberg_scan", new_metadata, ("p", "id", "s")) == (expected, new_files)
+    assert duckdb_scan(duckdb_python, "iceberg_scan", old_metadata, ("p", "id", "s")) == (expected, old_files)
 
 
 # --------------------------------------------------------------------------- races

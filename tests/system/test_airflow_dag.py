@@ -15,12 +15,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.side_venv import SideVenv
 
 DAG_DIR = REPO_ROOT / "deploy" / "airflow"
 DAG_ID = "pageindex_backfill"
@@ -31,55 +31,18 @@ PINS = [
     f"apache-airflow=={AIRFLOW_VERSION}",
     f"apache-airflow-providers-apache-spark=={SPARK_PROVIDER_VERSION}",
 ]
-VENV = Path(os.environ.get("PAGEINDEX_AIRFLOW_VENV", REPO_ROOT / ".venv-airflow"))
-STAMP = VENV / ".pageindex-airflow-stamp"
 INSTALL_TIMEOUT_S = 1500
+AIRFLOW_VENV = SideVenv(Path(os.environ.get("PAGEINDEX_AIRFLOW_VENV", REPO_ROOT / ".venv-airflow")), tuple(PINS),
+                        "airflow", INSTALL_TIMEOUT_S)
 
 # The first test pays for the install; pytest's default per-test timeout (600 s) is too tight for that.
 # Every test runs Airflow in its own virtualenv, in a subprocess.
 pytestmark = [pytest.mark.timeout(INSTALL_TIMEOUT_S + 300), pytest.mark.slow]
 
 
-def _stamp_key() -> dict:
-    return {"pins": PINS, "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
-
-
-def _venv_python() -> Path:
-    return VENV / "bin" / "python"
-
-
 def ensure_airflow_venv() -> Path:
     """Create or reuse .venv-airflow; pytest.fail (never skip) when the install fails."""
-    key = _stamp_key()
-    if STAMP.is_file() and _venv_python().exists():
-        try:
-            if json.loads(STAMP.read_text()).get("key") == key:
-                return _venv_python()
-        except ValueError:
-            pass
-    shutil.rmtree(VENV, ignore_errors=True)
-    started = time.monotonic()
-    log = []
-    steps = [
-        [sys.executable, "-m", "venv", str(VENV)],
-        [str(_venv_python()), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", *PINS],
-    ]
-    for cmd in steps:
-        try:
-            proc = subprocess.run(cmd, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            shutil.rmtree(VENV, ignore_errors=True)
-            pytest.fail(f"installing Airflow timed out after {exc.timeout}s: {' '.join(cmd)}")
-        log.append(proc.stdout)
-        if proc.returncode != 0:
-            shutil.rmtree(VENV, ignore_errors=True)
-            pytest.fail(f"installing Airflow failed (exit {proc.returncode}): {' '.join(cmd)}\n"
-                        + "".join(log)[-4000:])
-    seconds = round(time.monotonic() - started, 1)
-    STAMP.write_text(json.dumps({"key": key, "install_seconds": seconds}, indent=1) + "\n")
-    print(f"\n.venv-airflow: installed {' '.join(PINS)} in {seconds}s", file=sys.stderr)
-    return _venv_python()
+    return AIRFLOW_VENV.ensure()
 
 
 # Runs inside .venv-airflow. argv: mode ("inspect" or "e2e"), output JSON path.
