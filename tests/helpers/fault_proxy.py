@@ -284,14 +284,15 @@ class FaultProxy:
             return
         handler.send_header("Content-Length", str(len(payload)))
         handler.end_headers()
+        # Counted before writing: the client may act on the last byte before this thread runs again.
         if action == "truncate":
+            record.bytes_out = len(payload) // 2
             handler.wfile.write(payload[: len(payload) // 2])
             handler.wfile.flush()
-            record.bytes_out = len(payload) // 2
             _drop(handler)
             return
-        handler.wfile.write(payload)
         record.bytes_out = len(payload)
+        handler.wfile.write(payload)
         handler.wfile.flush()
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes):
