@@ -174,18 +174,21 @@ def test_catalog_table_located_at_a_delta_root_commits_through_the_log(spark, tm
 
 
 @pytest.mark.slow  # the first run installs .venv-duckdb
-def test_duckdb_delta_scan_reads_the_retrofitted_files(duckdb_python, tmp_path):
+@pytest.mark.parametrize("on_s3", [False, pytest.param(True, marks=pytest.mark.s3)], ids=["local", "s3"])
+def test_duckdb_delta_scan_reads_the_retrofitted_files(duckdb_python, tmp_path, request, on_s3):
     """DuckDB's delta_scan returns the same rows after the retrofit, read from the indexed copies."""
-    root = str(tmp_path / "t")
-    make_table(root)
-    expected = rows(root)
-    before, old_files = duckdb_scan(duckdb_python, "delta_scan", root, ("p", "id", "s"))
+    endpoint = request.getfixturevalue("s3_server") if on_s3 else None
+    root = f"s3://{request.getfixturevalue('s3_bucket')}/lake/t" if on_s3 else str(tmp_path / "t")
+    options = s3h.storage_options(endpoint) if on_s3 else None
+    make_table(root, options)
+    expected = rows(root, options=options)
+    before, old_files = duckdb_scan(duckdb_python, "delta_scan", root, ("p", "id", "s"), endpoint)
     assert before == expected
     assert old_files and not [f for f in old_files if ".pageindex-" in f]
-    assert retrofit_table(root)[2].version is not None
-    after, new_files = duckdb_scan(duckdb_python, "delta_scan", root, ("p", "id", "s"))
+    assert retrofit_table(root, options=options)[2].version is not None
+    after, new_files = duckdb_scan(duckdb_python, "delta_scan", root, ("p", "id", "s"), endpoint)
     assert after == expected
-    assert new_files == {uri.rsplit("/", 1)[1] for uri in DeltaTable(root).file_uris()}
+    assert new_files == {uri.rsplit("/", 1)[1] for uri in DeltaTable(root, storage_options=_delta(options)).file_uris()}
     assert all(".pageindex-" in f for f in new_files)
 
 

@@ -71,6 +71,13 @@ def make_table(monkeypatch, tmp_path, warehouse: str, **properties: str):
     return t
 
 
+def s3_table(monkeypatch, tmp_path, endpoint: str, bucket: str):
+    """make_table with its warehouse in `bucket` on the moto server at `endpoint`."""
+    return make_table(monkeypatch, tmp_path, f"s3://{bucket}/warehouse", **{
+        "s3__endpoint": endpoint, "s3__access-key-id": s3h.ACCESS_KEY,
+        "s3__secret-access-key": s3h.SECRET_KEY, "s3__region": s3h.REGION})
+
+
 @pytest.fixture
 def table(tmp_path, monkeypatch):
     return make_table(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse")
@@ -129,9 +136,7 @@ def test_retrofit_commits_one_snapshot_of_copies(table):
 
 
 def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
-    make_table(monkeypatch, tmp_path, f"s3://{s3_bucket}/warehouse", **{
-        "s3__endpoint": s3_server, "s3__access-key-id": s3h.ACCESS_KEY,
-        "s3__secret-access-key": s3h.SECRET_KEY, "s3__region": s3h.REGION})
+    s3_table(monkeypatch, tmp_path, s3_server, s3_bucket)
     before = every_snapshot()
     first = load().current_snapshot().snapshot_id
     options = s3h.storage_options(s3_server)
@@ -176,19 +181,30 @@ def data_files() -> set[str]:
 
 
 @pytest.mark.slow  # the first run installs .venv-duckdb
-def test_duckdb_iceberg_scan_reads_the_retrofitted_files(duckdb_python, table):
+@pytest.mark.parametrize("on_s3", [False, pytest.param(True, marks=pytest.mark.s3)], ids=["local", "s3"])
+def test_duckdb_iceberg_scan_reads_the_retrofitted_files(duckdb_python, tmp_path, monkeypatch, request, on_s3):
     """iceberg_scan on the current metadata returns the same rows from the indexed copies; on the
     metadata of the snapshot before the retrofit, the same rows from the old files."""
+    endpoint = request.getfixturevalue("s3_server") if on_s3 else None
+    if on_s3:
+        s3_table(monkeypatch, tmp_path, endpoint, request.getfixturevalue("s3_bucket"))
+    else:
+        make_table(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse")
+    options = s3h.storage_options(endpoint) if on_s3 else None
+
+    def scan(metadata: str):
+        return duckdb_scan(duckdb_python, "iceberg_scan", metadata, ("p", "id", "s"), endpoint)
+
     expected, old_files = rows(), data_files()
     old_metadata = load().metadata_location
-    assert duckdb_scan(duckdb_python, "iceberg_scan", old_metadata, ("p", "id", "s")) == (expected, old_files)
-    assert retrofit_table()[2].version is not None
+    assert scan(old_metadata) == (expected, old_files)
+    assert retrofit_table(options=options)[2].version is not None
     new_metadata = load().metadata_location
     assert new_metadata != old_metadata
     new_files = data_files()
     assert all(".pageindex-" in f for f in new_files) and not new_files & old_files
-    assert duckdb_scan(duckdb_python, "iceberg_scan", new_metadata, ("p", "id", "s")) == (expected, new_files)
-    assert duckdb_scan(duckdb_python, "iceberg_scan", old_metadata, ("p", "id", "s")) == (expected, old_files)
+    assert scan(new_metadata) == (expected, new_files)
+    assert scan(old_metadata) == (expected, old_files)
 
 
 # --------------------------------------------------------------------------- races
