@@ -83,26 +83,29 @@ class RetrofitResult:
             return None
         return NoSkipping.ONE_PAGE if all(c.pages <= 1 for c in self.chunks) else NoSkipping.NO_COLUMN_INDEX
 
-    def to_dict(self) -> dict[str, Any]:
+    def counts(self) -> dict[str, Any]:
+        """What the result's chunks and reads add up to: the fields a report record shares with
+        to_dict."""
         return {
-            "path": self.path, "output": self.output, "status": self.status,
-            "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
-            "row_groups": self.row_groups, "pages": self.pages,
             "chunks_with_column_index": sum(c.column_index for c in self.chunks),
             "chunks_without_column_index": sum(not c.column_index for c in self.chunks),
             "chunks_from_page_stats": sum(c.source == PAGE_STATS for c in self.chunks),
             "bloom_filters": sum(c.bloom_filter > 0 for c in self.chunks),
-            "chunks": [c.__dict__ for c in self.chunks],
-            "bytes_read": self.bytes_read, "index_bytes_read": self.index_bytes_read,
-            "copy_bytes_read": self.copy_bytes_read, "seconds": round(self.seconds, 6),
-            "violations": [str(v) for v in self.violations], "no_page_skipping": self.no_page_skipping,
-            "page_stats_fallback_reasons": fallback_reasons(self.chunks),
+            "index_bytes_read": self.index_bytes_read, "copy_bytes_read": self.copy_bytes_read,
+            "no_page_skipping": self.no_page_skipping,
+            # why chunks were decoded exactly though page-header statistics were trusted
+            "page_stats_fallback_reasons": dict(Counter(str(c.fallback) for c in self.chunks if c.fallback)),
         }
 
-
-def fallback_reasons(chunks: tuple[ChunkReport, ...]) -> dict[str, int]:
-    """How many chunks were decoded exactly though page-header statistics were trusted, by why."""
-    return dict(Counter(str(c.fallback) for c in chunks if c.fallback))
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "output": self.output, "status": self.status,
+            "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+            "row_groups": self.row_groups, "pages": self.pages, **self.counts(),
+            "chunks": [c.__dict__ for c in self.chunks],
+            "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
+            "violations": [str(v) for v in self.violations],
+        }
 
 
 def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, force: bool = False,

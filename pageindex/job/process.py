@@ -15,10 +15,9 @@ from typing import Any
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
-from pageindex.index.compute import PAGE_STATS
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
-from pageindex.retrofit import Status, fallback_reasons, retrofit
+from pageindex.retrofit import Status, retrofit
 
 log = logging.getLogger("pageindex.job.spark")
 
@@ -91,13 +90,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions) -> dict
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
-            chunks_with_column_index=sum(c.column_index for c in result.chunks),
-            chunks_without_column_index=sum(not c.column_index for c in result.chunks),
-            chunks_from_page_stats=sum(c.source == PAGE_STATS for c in result.chunks),
-            bloom_filters=sum(c.bloom_filter > 0 for c in result.chunks),
-            index_bytes_read=result.index_bytes_read, copy_bytes_read=result.copy_bytes_read,
-            no_page_skipping=result.no_page_skipping,
-            page_stats_fallback_reasons=fallback_reasons(result.chunks),
+            **result.counts(),
         )
         reasons: dict[str, int] = {}
         for c in result.chunks:
