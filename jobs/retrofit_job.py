@@ -2,10 +2,9 @@
 
 Usage: spark-submit --py-files pageindex.zip jobs/retrofit_job.py --input PATH --in-place
 """
-import sys
-
 from pageindex.job.spark import main
+from pageindex.shutdown import leave
 
 if __name__ == "__main__":
     # spark-submit decides the master; do not override it here.
-    sys.exit(main(master=None))
+    leave(main(master=None))

@@ -2,8 +2,7 @@
 
 Same as the `pageindex` console script.
 """
-import sys
-
 from pageindex.cli import main
+from pageindex.shutdown import leave
 
-sys.exit(main())
+leave(main())

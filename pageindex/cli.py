@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
@@ -25,6 +25,7 @@ from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
+from pageindex.shutdown import leave
 from pageindex.targets import Target, expand, legacy_destination, plan
 from pageindex.verify import verify
 from pageindex.version import __version__
@@ -408,5 +409,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def console() -> NoReturn:
+    """The `pageindex` console script."""
+    leave(main())

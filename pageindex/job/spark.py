@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from pageindex.errors import PageIndexError
 from pageindex.io.discovery import Discovery, discover
@@ -20,6 +20,7 @@ from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_a
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
 from pageindex.retrofit import Status
+from pageindex.shutdown import leave
 
 log = logging.getLogger("pageindex.job.spark")
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
@@ -237,3 +238,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
             print(f"error: the Spark job failed: {str(err).strip().splitlines()[-1]}", file=sys.stderr)
             return EXIT_FAILURES
         raise
+
+
+def console() -> NoReturn:
+    """The `pageindex-job` console script: the job on a local Spark."""
+    leave(main())
