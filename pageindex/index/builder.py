@@ -12,7 +12,7 @@ from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, OffsetIn
 from pageindex.format.schema import Leaf
 from pageindex.format.thrift import Struct, T, TList
 from pageindex.index.kinds import codec_for
-from pageindex.index.kinds.base import Bounds, Refusal, dictionary_indices, runs_in
+from pageindex.index.kinds.base import Bounds, Refusal, chunk_runs, dictionary_indices
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages
 
@@ -35,14 +35,8 @@ def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | 
 
 def unencoded_bytes(values: pa.ChunkedArray, defined: np.ndarray) -> np.ndarray:
     """Per page, the bytes of BYTE_ARRAY values without length prefixes or encoding."""
-    ends = np.cumsum(defined)
     out = np.zeros(len(defined), dtype=np.int64)
-    pos = 0
-    for chunk in values.chunks:
-        if not len(chunk):
-            continue
-        pages, starts, stops = runs_in(ends, defined, pos, len(chunk))
-        pos += len(chunk)
+    for chunk, pages, starts, stops in chunk_runs(values.chunks, defined):
         if pa.types.is_dictionary(chunk.type):
             # Page by page: a per-value array of lengths would cost 4-8 bytes a value.
             lengths = pc.binary_length(chunk.dictionary).to_numpy(zero_copy_only=False)

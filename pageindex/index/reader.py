@@ -5,7 +5,7 @@ Used by inspect, verify and lookup (with the bloom filters beside them); it work
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable, TypeVar
 
 from pageindex.errors import MalformedFileError, PageIndexError
 from pageindex.format.footer import ChunkMeta, Footer
@@ -16,6 +16,7 @@ from pageindex.io.storage import Source
 
 # Bytes between index blocks read along with them rather than in a request of their own.
 SPREAD_SLACK = 1 << 20
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,62 +85,66 @@ def _list(s: Struct, field_id: int, kind: type, what: str) -> tuple | None:
     return value.items
 
 
-def _decode_block(source: Source, location: tuple[int, int], what: str, held: IndexBytes | None) -> Struct:
+def _read_block(source: Source, chunk: ChunkMeta, location: tuple[int, int] | None, what: str,
+                held: IndexBytes | None, view: Callable[[Struct], T]) -> T | None:
+    """The chunk's index block at `location` (from `held` where it holds it) decoded whole and
+    made a view; None where the chunk has no such block. Errors name the file, row group and column."""
+    if location is None:
+        return None
     offset, length = location
-    raw = held.block(location) if held is not None else None
-    if raw is None:
-        raw = source.read(offset, length, "index")
     try:
-        block, end = decode_struct(raw)
+        raw = held.block(location) if held is not None else None
+        if raw is None:
+            raw = source.read(offset, length, "index")
+        try:
+            block, end = decode_struct(raw)
+        except PageIndexError as err:
+            raise MalformedFileError(f"{what}: {err.reason}", offset=offset) from None
+        if end != len(raw):
+            raise MalformedFileError(f"{what} is {end} bytes, its location says {len(raw)}", offset=offset)
+        return view(block)
     except PageIndexError as err:
-        raise MalformedFileError(f"{what}: {err.reason}", offset=offset) from None
-    if end != len(raw):
-        raise MalformedFileError(f"{what} is {end} bytes, its location says {len(raw)}", offset=offset)
-    return block
+        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+
+
+def _offset_index(block: Struct) -> OffsetIndexView:
+    raw_pages = _list(block, OffsetIndex.PAGE_LOCATIONS, Struct, "OffsetIndex.page_locations")
+    if raw_pages is None:
+        raise MalformedFileError("OffsetIndex has no page_locations")
+    pages = []
+    for p in raw_pages:
+        fields = (p.get(PageLocation.OFFSET), p.get(PageLocation.COMPRESSED_PAGE_SIZE),
+                  p.get(PageLocation.FIRST_ROW_INDEX))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in fields):
+            raise MalformedFileError("PageLocation is missing a field")
+        pages.append(PageLocationView(*fields))
+    return OffsetIndexView(tuple(pages), _list(block, OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES, int,
+                                               "unencoded_byte_array_data_bytes"))
+
+
+def _column_index(block: Struct) -> ColumnIndexView:
+    null_pages = _list(block, ColumnIndex.NULL_PAGES, bool, "null_pages")
+    mins = _list(block, ColumnIndex.MIN_VALUES, bytes, "min_values")
+    maxs = _list(block, ColumnIndex.MAX_VALUES, bytes, "max_values")
+    order = block.get(ColumnIndex.BOUNDARY_ORDER)
+    if null_pages is None or mins is None or maxs is None or not isinstance(order, int):
+        raise MalformedFileError("ColumnIndex misses a required field")
+    if not len(null_pages) == len(mins) == len(maxs):
+        raise MalformedFileError("ColumnIndex lists differ in length")
+    return ColumnIndexView(
+        null_pages, mins, maxs, order, _list(block, ColumnIndex.NULL_COUNTS, int, "null_counts"),
+        _list(block, ColumnIndex.REPETITION_LEVEL_HISTOGRAMS, int, "repetition_level_histograms"),
+        _list(block, ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS, int, "definition_level_histograms"),
+        _list(block, ColumnIndex.NAN_COUNTS, int, "nan_counts"),
+    )
 
 
 def read_offset_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None = None) -> OffsetIndexView | None:
-    if chunk.offset_index is None:
-        return None
-    try:
-        block = _decode_block(source, chunk.offset_index, "OffsetIndex", held)
-        raw_pages = _list(block, OffsetIndex.PAGE_LOCATIONS, Struct, "OffsetIndex.page_locations")
-        if raw_pages is None:
-            raise MalformedFileError("OffsetIndex has no page_locations")
-        pages = []
-        for p in raw_pages:
-            fields = (p.get(PageLocation.OFFSET), p.get(PageLocation.COMPRESSED_PAGE_SIZE),
-                      p.get(PageLocation.FIRST_ROW_INDEX))
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in fields):
-                raise MalformedFileError("PageLocation is missing a field")
-            pages.append(PageLocationView(*fields))
-        return OffsetIndexView(tuple(pages), _list(block, OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES, int,
-                                                   "unencoded_byte_array_data_bytes"))
-    except PageIndexError as err:
-        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+    return _read_block(source, chunk, chunk.offset_index, "OffsetIndex", held, _offset_index)
 
 
 def read_column_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None = None) -> ColumnIndexView | None:
-    if chunk.column_index is None:
-        return None
-    try:
-        block = _decode_block(source, chunk.column_index, "ColumnIndex", held)
-        null_pages = _list(block, ColumnIndex.NULL_PAGES, bool, "null_pages")
-        mins = _list(block, ColumnIndex.MIN_VALUES, bytes, "min_values")
-        maxs = _list(block, ColumnIndex.MAX_VALUES, bytes, "max_values")
-        order = block.get(ColumnIndex.BOUNDARY_ORDER)
-        if null_pages is None or mins is None or maxs is None or not isinstance(order, int):
-            raise MalformedFileError("ColumnIndex misses a required field")
-        if not len(null_pages) == len(mins) == len(maxs):
-            raise MalformedFileError("ColumnIndex lists differ in length")
-        return ColumnIndexView(
-            null_pages, mins, maxs, order, _list(block, ColumnIndex.NULL_COUNTS, int, "null_counts"),
-            _list(block, ColumnIndex.REPETITION_LEVEL_HISTOGRAMS, int, "repetition_level_histograms"),
-            _list(block, ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS, int, "definition_level_histograms"),
-            _list(block, ColumnIndex.NAN_COUNTS, int, "nan_counts"),
-        )
-    except PageIndexError as err:
-        raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
+    return _read_block(source, chunk, chunk.column_index, "ColumnIndex", held, _column_index)
 
 
 def bloom_span(chunk: ChunkMeta) -> tuple[int, int] | None:

@@ -41,7 +41,7 @@ from pageindex.index.reader import (
 from pageindex.io.storage import Source, normalize_url, open_source, resolve
 from pageindex.query.bloom_probe import PROBED_OPS, probe_values, ruled_out
 from pageindex.query.dataset import DataFile, Dataset, conform, discover, unify
-from pageindex.query.predicate import Condition, PredicateError, parse
+from pageindex.query.predicate import Condition, PredicateError, column_path, parse
 from pageindex.query.row_filter import holds, mask
 from pageindex.scan.page_walk import ChunkPages, read_page_header, walk_chunk
 from pageindex.scan.values import decode, synthesize
@@ -154,10 +154,11 @@ def _combine(read: list[tuple[DataFile, pa.Schema, pa.Table]], dataset: Dataset,
     unified = unify([(file.path, schema) for file, schema, _ in read])
     full = pa.schema(list(unified) + list(dataset.partitions), metadata=unified.metadata)
     wanted = list(columns) if columns is not None else full.names
-    for name in dict.fromkeys(wanted + [c.column for c in conditions if not _struct_leaf(full, c.column)]):
-        if name not in full.names:
-            raise PredicateError(f"no column {name!r} (columns: {', '.join(full.names)})",
-                                 path=read[0][0].path if len(dataset.files) == 1 else None)
+    missing = [n for n in wanted if n not in full.names] + [
+        c.column for c in conditions if not _struct_field(full, column_path(c.column, full.names))]
+    if missing:
+        raise PredicateError(f"no column {missing[0]!r} (columns: {', '.join(full.names)})",
+                             path=read[0][0].path if len(dataset.files) == 1 else None)
     if not wanted:
         return _no_columns(sum(t.num_rows for _, _, t in read), full.metadata)
     out = pa.schema([full.field(n) for n in wanted], metadata=full.metadata)
@@ -165,13 +166,12 @@ def _combine(read: list[tuple[DataFile, pa.Schema, pa.Table]], dataset: Dataset,
     return pa.concat_tables(tables, promote_options="default")
 
 
-def _struct_leaf(schema: pa.Schema, path: str) -> bool:
-    """Whether a dotted condition path names a leaf inside the schema's structs (point.x)."""
-    head, _, rest = path.partition(".")
-    if not rest or head not in schema.names:
+def _struct_field(schema: pa.Schema, path: tuple[str, ...] | None) -> bool:
+    """Whether a column_path is in the schema: a top-level column, or a field inside its structs."""
+    if path is None:
         return False
-    typ = schema.field(head).type
-    for name in rest.split("."):
+    typ = schema.field(path[0]).type
+    for name in path[1:]:
         if not pa.types.is_struct(typ) or typ.get_field_index(name) < 0:
             return False
         typ = typ.field(name).type
@@ -232,9 +232,11 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
                                        path=source.path)
     wanted = [n for n in (columns if columns is not None else fields) if n in fields]
     # A column the file lacks is null in all its rows: IS NULL holds for each, nothing else does.
-    if any(not _names_in(c.column, fields) and c.op != "is_null" for c in conditions):
+    # A path into a column the file has is planned: _filtered_leaf refuses a wrong one, with the leaves.
+    present = [column_path(c.column, fields) is not None for c in conditions]
+    if any(not there and c.op != "is_null" for c, there in zip(conditions, present)):
         return schema, pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata).empty_table()
-    plans = [_plan(c, fields, footer) for c in conditions if _names_in(c.column, fields)]
+    plans = [_plan(c, fields, footer) for c, there in zip(conditions, present) if there]
     needed = list(dict.fromkeys(wanted + [p.field.name for p in plans]))
     out_schema = pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata)
     created_by = footer.created_by_raw
@@ -373,12 +375,6 @@ def _plan(cond: Condition, fields: dict[str, _Field], footer: Footer) -> _Plan:
             keys = None
     probes = probe_values(leaf, literals, keys) if cond.op in PROBED_OPS else None
     return _Plan(cond, f, leaf, order, literals, keys, probes)
-
-
-def _names_in(column: str, fields: dict[str, _Field]) -> bool:
-    """Whether a condition's column is in the file: by name, or as a dotted path whose top-level
-    struct is (a wrong path inside it is then refused by _filtered_leaf, with the leaves)."""
-    return column in fields or column.partition(".")[0] in fields
 
 
 def _filtered_leaf(column: str, fields: dict[str, _Field]) -> tuple[_Field, Leaf]:

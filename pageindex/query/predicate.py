@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from pageindex.errors import PageIndexError
 from pageindex.index.kinds.base import NUMBER, parse_number
@@ -24,6 +24,15 @@ class Condition:
     column: str
     op: str
     values: tuple[Any, ...] = ()  # one value; two for between; any number for in
+
+
+def column_path(column: str, names: Collection[str]) -> tuple[str, ...] | None:
+    """What a condition's column names among top-level `names`: that column, or a field inside
+    it by a dotted path (point.x: x in point), as the names from the top; None: neither."""
+    if column in names:
+        return (column,)
+    head, dot, rest = column.partition(".")
+    return (head, *rest.split(".")) if dot and head in names else None
 
 
 _TOKEN = re.compile(r"""

@@ -155,6 +155,26 @@ def test_unknown_column_is_named(lake):
         lookup(str(lake), "nope = 1")
 
 
+def test_struct_leaves_filter_across_partitions(tmp_path):
+    point = pa.struct([("x", pa.int32()), ("y", pa.string())])
+    for day in (1, 2):
+        (tmp_path / f"day={day}").mkdir()
+        rows = [{"x": k % 7 if k % 5 else None, "y": str(k)} if k % 11 else None for k in range(200)]
+        pq.write_table(pa.table({"id": range(200), "point": pa.array(rows, point)}),
+                       tmp_path / f"day={day}" / "a.parquet", **SMALL_PAGES)
+    schema = pa.schema([("id", pa.int64()), ("point", point), ("day", pa.int32())])
+    dataset = ds.dataset(tmp_path, partitioning="hive", schema=schema)
+    got, _ = lookup(str(tmp_path), "point.x = 3 AND day = 2")
+    want = dataset.to_table(filter=(pc.field("point", "x") == 3) & (pc.field("day") == 2))
+    assert table_difference(got.sort_by("id"), want.sort_by("id")) is None and got.num_rows > 0
+    # Every file pruned by its folder: the path is still checked against the schema.
+    got, _ = lookup(str(tmp_path), "point.x = 3 AND day = 9")
+    assert got.num_rows == 0 and got.schema.names == schema.names
+    for where, bad in [("point.z = 1 AND day = 9", "point.z"), ("day.x = 1", "day.x")]:
+        with pytest.raises(PredicateError, match=f"no column '{bad}'"):
+            lookup(str(tmp_path), where)
+
+
 def test_type_conflict_is_refused_naming_the_file(tmp_path):
     pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"id": pa.array(["x", "y"])}), tmp_path / "b.parquet")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pageindex.query.predicate import Condition, PredicateError, parse
+from pageindex.query.predicate import Condition, PredicateError, column_path, parse
 
 # ---------------------------------------------------------------- SQL-like text
 
@@ -89,6 +89,15 @@ def test_quoted_and_dotted_column_names():
     assert parse("`back``tick` = 1")[0].column == "back`tick"
     assert parse("a.b = 1")[0].column == "a.b"
     assert parse('"AND" = 1')[0].column == "AND"
+
+
+@pytest.mark.parametrize("column, path", [
+    ("id", ("id",)), ("point.x", ("point", "x")), ("a.b.c", ("a", "b", "c")),
+    ("a.b", ("a.b",)),  # a top-level name with a dot is that column
+    ("nope", None), ("nope.x", None), ("point.", ("point", "")),
+])
+def test_column_path_names_a_column_or_a_field_inside_one(column, path):
+    assert column_path(column, ["id", "point", "a", "a.b"]) == path
 
 
 @pytest.mark.parametrize("text", [

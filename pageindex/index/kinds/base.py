@@ -7,7 +7,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -164,16 +164,22 @@ def numeric_bounds(n: int, lo: np.ndarray, hi: np.ndarray, pages: np.ndarray) ->
     return spread_bounds(n, pages, split_bytes(lo), split_bytes(hi), lo.tolist(), hi.tolist())
 
 
-def runs_in(ends: np.ndarray, defined: np.ndarray, pos: int, length: int
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The non-empty pages with values in [pos, pos + length), and where each one's values
-    start and stop relative to pos (`ends`: cumulative defined counts)."""
-    first = int(np.searchsorted(ends, pos, side="right"))
-    last = int(np.searchsorted(ends, pos + length, side="left"))
-    pages = np.arange(first, min(last, len(ends) - 1) + 1)
-    pages = pages[defined[pages] > 0]
-    starts = np.maximum(ends[pages] - defined[pages], pos) - pos
-    return pages, starts, np.minimum(ends[pages], pos + length) - pos
+def chunk_runs(chunks: Iterable[pa.Array], defined: np.ndarray
+               ) -> Iterator[tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray]]:
+    """Each non-empty Arrow chunk of a column's values, with the non-empty pages it holds values
+    of and where each one's values start and stop within the chunk (`defined`: values per page)."""
+    ends = np.cumsum(defined)
+    pos = 0
+    for chunk in chunks:
+        if not len(chunk):
+            continue
+        first = int(np.searchsorted(ends, pos, side="right"))
+        last = int(np.searchsorted(ends, pos + len(chunk), side="left"))
+        pages = np.arange(first, min(last, len(ends) - 1) + 1)
+        pages = pages[defined[pages] > 0]
+        starts = np.maximum(ends[pages] - defined[pages], pos) - pos
+        yield chunk, pages, starts, np.minimum(ends[pages], pos + len(chunk)) - pos
+        pos += len(chunk)
 
 
 def dictionary_indices(chunk: pa.DictionaryArray) -> np.ndarray:

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from pageindex.format.column_order import Order
 from pageindex.format.parquet_thrift import ConvertedType, LogicalType, Type
 from pageindex.format.schema import Leaf
-from pageindex.index.kinds.base import Bounds, Codec, dictionary_indices, is_text, runs_in, spread
+from pageindex.index.kinds.base import Bounds, Codec, chunk_runs, dictionary_indices, is_text, spread
 from pageindex.index.truncation import truncate_max, truncate_min
 
 MAX_CAP = 1 << 30
@@ -94,15 +94,9 @@ def grouped_min_max(values: pa.Array | pa.ChunkedArray, defined: np.ndarray, cap
 
     Aggregated one Arrow chunk at a time (a column can exceed what one aggregation holds), then
     merged: a page split across chunks takes the min of mins and the max of maxes."""
-    ends = np.cumsum(defined)
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     merged: dict[int, list] = {}
-    pos = 0
-    for chunk in chunks:
-        if not len(chunk):
-            continue
-        pages, starts, stops = runs_in(ends, defined, pos, len(chunk))
-        pos += len(chunk)
+    for chunk, pages, starts, stops in chunk_runs(chunks, defined):
         if pa.types.is_dictionary(chunk.type):
             lows, highs = _dictionary_min_max(chunk, starts, stops)
         elif len(pages) <= FEW_PAGES:
