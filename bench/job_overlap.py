@@ -1,13 +1,13 @@
 """Job-overlap bench: files/s of one job task over many small files on an object store, with the
 next file opened ahead (process_task's default) and without, side by side in one run.
 
-    python -m bench.job_overlap [--latency-ms 20] [--files 48] [--rounds 3] [--local]
+    python -m bench.job_overlap [--latency-ms 20] [--files 48] [--rounds 3]
 
 A moto S3 server runs in this process on 127.0.0.1 behind tests/helpers/fault_proxy.py, which
 adds the latency to every request and counts them. Each round runs both variants, alternating
 which goes first, on the task's files as the Spark job's executor does (process_task): a dry run,
 in place (fresh copies each round, made on the server and not counted), and the footer-only skip
-of files already indexed. --local also times the dry run over the same files on the local disk.
+of files already indexed. Local files are never opened ahead (see bench/RESULTS-objstore.md).
 Prints a markdown table with the load average.
 """
 from __future__ import annotations
@@ -60,13 +60,12 @@ def _task(files: list[InputFile], options: JobOptions, ahead: bool) -> tuple[str
     return tuple(r["status"] for r in process_task([(f, None) for f in files], options, open_ahead=ahead))
 
 
-def _timed(action: Callable[[], tuple[str, ...]], proxy: FaultProxy | None) -> Run:
-    if proxy is not None:
-        proxy.reset()
+def _timed(action: Callable[[], tuple[str, ...]], proxy: FaultProxy) -> Run:
+    proxy.reset()
     started = time.perf_counter()
     statuses = action()
     seconds = time.perf_counter() - started
-    return Run(seconds, proxy.stats.count() if proxy is not None else 0, statuses)
+    return Run(seconds, proxy.stats.count(), statuses)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--files", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--local", action="store_true", help="also time the dry run on the local disk")
     args = parser.parse_args(argv)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     rows: list[tuple[str, str, Run]] = []
@@ -110,11 +108,6 @@ def main(argv: list[str] | None = None) -> None:
                     files, opts = make(round_, ahead)
                     run = _timed(lambda: _task(files, opts, ahead), proxy)
                     rows.append((mode, "ahead" if ahead else "one by one", run))
-            if args.local:
-                local = [InputFile(str(p), p.stat().st_size, p.name) for p in plain]
-                for ahead in ((False, True) if round_ % 2 == 0 else (True, False)):
-                    run = _timed(lambda: _task(local, replace(options, dry_run=True), ahead), None)
-                    rows.append(("dry run, local disk", "ahead" if ahead else "one by one", run))
     load = os.getloadavg()
     print(f"\n{args.files} files of {size_kib} KiB, {args.latency_ms:g} ms per request, "
           f"median of {args.rounds} rounds; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")

@@ -13,6 +13,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
+from fsspec.implementations.local import LocalFileSystem
+
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
@@ -104,6 +106,10 @@ def _open_ahead(pool: Executor, file: InputFile, options: JobOptions) -> OpenAhe
     try:
         fs, path = resolve(file.url, storage_options=options.storage_options)
     except Exception:  # noqa: BLE001 - process_to raises it again and makes it the record
+        return None
+    # A local file opens in microseconds: a thread hand-off costs more than it hides
+    # (bench/RESULTS-objstore.md, job overlap).
+    if isinstance(fs, LocalFileSystem):
         return None
     return OpenAhead(pool, path, fs)
 
