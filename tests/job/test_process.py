@@ -9,15 +9,13 @@ import io
 import posixpath
 import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.errors import NotParquetError, StorageError
-from pageindex.format.opened import OpenAhead
+from pageindex.errors import StorageError
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import JobOptions, process_task
 from pageindex.retrofit import Status
@@ -122,14 +120,3 @@ def test_errors_opening_ahead_are_each_files_own(s3_server, bucket):
     assert records[True][1]["reason"].startswith(StorageError.__name__)
     assert [_same(r) for r in records[True]] == [_same(r) for r in records[False]]
 
-
-def test_open_ahead_raises_the_files_own_error(s3_server, bucket):
-    fs = s3h.make_s3fs(s3_server)
-    with ThreadPoolExecutor(1) as pool:
-        missing, notes = (OpenAhead(pool, f"{bucket}/plain/{name}", fs) for name in ("gone.parquet", "notes.parquet"))
-        with pytest.raises(StorageError) as err:
-            missing.take()
-        assert err.value.path == f"{bucket}/plain/gone.parquet"
-        with pytest.raises(NotParquetError) as err:
-            notes.take()
-        assert err.value.path == f"{bucket}/plain/notes.parquet"
