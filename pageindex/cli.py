@@ -19,7 +19,14 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import resolve, storage_options_from
-from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments, failed_record, process_to
+from pageindex.job.process import (
+    JobOptions,
+    add_bloom_arguments,
+    check_bloom_arguments,
+    failed_record,
+    process_task,
+    process_to,
+)
 from pageindex.job.report import summary, write_report
 from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
@@ -109,8 +116,7 @@ def _describe(record: dict[str, Any]) -> str:
 def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterator[tuple[Target, dict]]:
     """Each target with its record, as files finish; `jobs` worker processes when above 1."""
     if jobs == 1 or len(targets) < 2:
-        for t in targets:
-            yield t, process_to(t.file, t.output, options)
+        yield from zip(targets, process_task([(t.file, t.output) for t in targets], options))
         return
     # Spawned, not forked: a child forked from a process running Arrow or fsspec threads can
     # inherit a lock one of them held, and hang.

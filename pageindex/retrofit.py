@@ -12,7 +12,8 @@ from enum import StrEnum
 from typing import Any, Iterator
 
 from pageindex.errors import ConcurrentModificationError, PageIndexError
-from pageindex.format.footer import Footer, read_footer
+from pageindex.format.footer import Footer
+from pageindex.format.opened import OpenAhead, open_file
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
@@ -21,7 +22,7 @@ from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
 from pageindex.io.commit import COPY, PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries, is_s3
-from pageindex.io.storage import Source, open_source, resolve
+from pageindex.io.storage import Source, resolve
 from pageindex.scan.memory import collector_paused
 from pageindex.verify import verify_source
 from pageindex.version import __version__
@@ -112,7 +113,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
              filesystem: Any = None, dst_filesystem: Any = None, dry_run: bool = False,
              trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0,
              bloom_filter: str | list[str] | tuple[str, ...] = "none", bloom_fpp: float = DEFAULT_FPP,
-             bloom_max_bytes: int = DEFAULT_MAX_BYTES, verify_existing: bool = False) -> RetrofitResult:
+             bloom_max_bytes: int = DEFAULT_MAX_BYTES, verify_existing: bool = False,
+             ahead: OpenAhead | None = None) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
 
     filesystem: the fsspec filesystem of src, and of dst unless dst_filesystem is given (by default
@@ -130,9 +132,13 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     verify_existing: check an existing complete index against the data before keeping it (as
     `verify` does); it is always checked for structural impossibilities, and against the data
     when its writer is known to write wrong indexes. A wrong index is rebuilt: status REPAIRED.
+    ahead: `src` already being opened (the job opens a task's next file while it processes the
+    current one); taken instead of opening src, its error raised as opening src would raise it.
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
+    if ahead is not None and ahead.path != src:
+        raise ValueError(f"ahead opens {ahead.path}, not {src}")
     bloom = bloom_options(bloom_filter, bloom_fpp, bloom_max_bytes)
     started = time.monotonic()
     dst_fs, dst_path = resolve(src if dst is None else dst,
@@ -142,8 +148,9 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     clean_first = not dry_run and not is_s3(dst_fs)
     if clean_first:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
-    with open_source(src, filesystem) as source, collector_paused():
-        footer = read_footer(source)
+    opened = open_file(src, filesystem) if ahead is None else ahead.take()
+    with opened.source as source, collector_paused():
+        footer = opened.footer
         plan = plan_chunks(footer, trust_page_stats, bloom, force)
         violations: tuple[Violation, ...] = ()
         if is_fully_indexed(footer) and not force:

@@ -16,7 +16,7 @@ from pageindex.errors import PageIndexError
 from pageindex.io.discovery import Discovery, discover
 from pageindex.io.storage import resolve, storage_options_from
 from pageindex.job import lake
-from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments, process_file
+from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments, output_url, process_task
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
 from pageindex.retrofit import Status
@@ -172,8 +172,8 @@ def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
 
     def run_task(task: list) -> list[dict[str, Any]]:
         out = []
-        for f in task:
-            out.append(process_file(f, options))
+        for record in process_task([(f, output_url(f, options)) for f in task], options):
+            out.append(record)
             done.add(1)
         return out
 
