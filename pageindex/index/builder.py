@@ -22,14 +22,14 @@ def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | 
         Struct((
             PageLocation.field(PageLocation.OFFSET, p.offset),
             PageLocation.field(PageLocation.COMPRESSED_PAGE_SIZE, p.size),
-            PageLocation.field(PageLocation.FIRST_ROW_INDEX, int(first)),
+            PageLocation.field(PageLocation.FIRST_ROW_INDEX, first),
         ))
-        for p, first in zip(pages.pages, levels.first_rows)
+        for p, first in zip(pages.pages, levels.first_rows.tolist())
     )
     fields = [OffsetIndex.field(OffsetIndex.PAGE_LOCATIONS, TList(T.STRUCT, locations))]
     if unencoded is not None:
         fields.append(OffsetIndex.field(OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES,
-                                        TList(T.I64, tuple(int(x) for x in unencoded))))
+                                        TList(T.I64, tuple(unencoded.tolist()))))
     return Struct(tuple(fields))
 
 
@@ -58,20 +58,21 @@ def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.Chunke
 
 def column_index_struct(bounds: Bounds, levels: PageLevels) -> Struct:
     """The ColumnIndex of these page bounds and level facts (also what page statistics give)."""
-    null_pages = tuple(bool(d == 0) for d in levels.defined)
+    # Python ints from one tolist() each: iterating a numpy array makes a numpy scalar per item.
+    null_pages = tuple(d == 0 for d in levels.defined.tolist())
     fields = [
         ColumnIndex.field(ColumnIndex.NULL_PAGES, TList(T.TRUE, null_pages)),
         ColumnIndex.field(ColumnIndex.MIN_VALUES, TList(T.BINARY, tuple(m or b"" for m in bounds.mins))),
         ColumnIndex.field(ColumnIndex.MAX_VALUES, TList(T.BINARY, tuple(m or b"" for m in bounds.maxs))),
         ColumnIndex.field(ColumnIndex.BOUNDARY_ORDER, boundary_order(bounds)),
-        ColumnIndex.field(ColumnIndex.NULL_COUNTS, TList(T.I64, tuple(int(n) for n in levels.nulls))),
+        ColumnIndex.field(ColumnIndex.NULL_COUNTS, TList(T.I64, tuple(levels.nulls.tolist()))),
     ]
     if levels.rep_histograms is not None:
         fields.append(ColumnIndex.field(ColumnIndex.REPETITION_LEVEL_HISTOGRAMS,
-                                        TList(T.I64, tuple(int(x) for x in levels.rep_histograms.ravel()))))
+                                        TList(T.I64, tuple(levels.rep_histograms.ravel().tolist()))))
     if levels.def_histograms is not None:
         fields.append(ColumnIndex.field(ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS,
-                                        TList(T.I64, tuple(int(x) for x in levels.def_histograms.ravel()))))
+                                        TList(T.I64, tuple(levels.def_histograms.ravel().tolist()))))
     if bounds.nan_counts is not None:
         fields.append(ColumnIndex.field(ColumnIndex.NAN_COUNTS, TList(T.I64, bounds.nan_counts)))
     return Struct(tuple(fields))

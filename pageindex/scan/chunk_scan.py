@@ -81,9 +81,11 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
     yield from _decode_group(source, footer, group.take())
 
 
-# Arrow holds a page buffer per column while it reads, so a group is capped in columns too.
+# Arrow holds a page buffer per column while it reads, so a group is capped in columns too; the
+# byte cap already bounds those buffers, and each read costs a fixed overhead (opening the
+# synthesized file, Arrow's read set-up), so the column cap is wide (see bench/RESULTS-objstore.md).
 GROUP_BYTES = 8 << 20
-GROUP_CHUNKS = 16
+GROUP_CHUNKS = 256
 # Plain strings are decoded in row batches of this many decoded bytes: Arrow grows their buffer
 # by doubling.
 STRING_ROW_BATCH_BYTES = 16 << 20
