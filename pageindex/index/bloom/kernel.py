@@ -7,18 +7,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Numba freezes module globals into the compiled code as constants; unsigned ones keep every step
-# in uint64 (a signed operand would promote the arithmetic to float64).
-P1 = np.uint64(0x9E3779B185EBCA87)
-P2 = np.uint64(0xC2B2AE3D27D4EB4F)
-P3 = np.uint64(0x165667B19E3779F9)
-P4 = np.uint64(0x85EBCA77C2B2AE63)
-P5 = np.uint64(0x27D4EB2F165667C5)
+from pageindex.index.bloom.hashing import P1, P2, P3, P4, P5
+
+# Numba freezes module globals (these and the XXH64 primes) into the compiled code as constants;
+# unsigned ones keep every step in uint64 (a signed operand would promote the arithmetic to float64).
 SEED1 = np.uint64((int(P1) + int(P2)) % (1 << 64))
 SEED4 = np.uint64(-int(P1) % (1 << 64))
 ZERO = np.uint64(0)
-SALT = tuple(np.uint64(s) for s in (0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D,
-                                     0x705495C7, 0x2DF1424B, 0x9EFC4947, 0x5C6BFB31))
 U64_27 = np.uint64(27)
 U64_32 = np.uint64(32)
 U64_MASK32 = np.uint64(0xFFFFFFFF)
@@ -203,9 +198,9 @@ def distinct(hashes):
 
 
 @njit(**_JIT)
-def insert(hashes, nblocks):
+def insert(hashes, nblocks, salt):
     """The bitset (eight uint32 words a block) holding `hashes`: the top 32 bits pick the block,
-    ((h >> 32) * nblocks) >> 32, and the low 32 bits times each word's salt pick its bit."""
+    ((h >> 32) * nblocks) >> 32, and the low 32 bits times each word's salt (sbbf.SALT) its bit."""
     words = np.zeros(nblocks * 8, dtype=np.uint32)
     n = np.uint64(nblocks)
     for h in hashes:
@@ -213,6 +208,6 @@ def insert(hashes, nblocks):
         key = h & U64_MASK32
         for i in range(8):
             # numba widens uint32 products to 64 bits: keep the low 32, as the spec's uint32 multiply.
-            bit = ((key * SALT[i]) & U64_MASK32) >> U64_27
+            bit = ((key * np.uint64(salt[i])) & U64_MASK32) >> U64_27
             words[base + i] |= np.uint32(1 << bit)
     return words

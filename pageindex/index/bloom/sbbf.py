@@ -54,7 +54,7 @@ def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
     nblocks = num_bytes // BLOCK_BYTES
     compiled = kernel()
     if compiled:
-        return compiled.insert(hashes, nblocks)
+        return compiled.insert(hashes, nblocks, SALT)
     words = np.zeros((nblocks, WORDS), dtype=np.uint32)
     if not len(hashes):
         return words.ravel()
