@@ -1,8 +1,9 @@
 """Bloom filter cost and effect (issue 27): `python -m bench.bloom [--rows N] [--json PATH]`.
 
 Time (wall and CPU) and peak RSS of an exact retrofit without filters, with filters on every
-eligible column, with auto and with each column alone, each run in its own process, the runs
-interleaved round by round; filter bytes against pyarrow's for the same values and fpp; per column,
+eligible column, with auto (both on the numpy and the compiled path when numba is installed) and
+with each column alone, each run in its own process, the runs interleaved round by round; a
+process's first filter with numba's cache cold and warm; filter bytes against pyarrow's for the same values and fpp; per column,
 the row groups filters rule out for present and absent values beyond what footer statistics do (the
 measurements behind auto's rule); a point lookup of an absent id before and after. Prints the
 markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
@@ -10,6 +11,7 @@ markdown section (bench/report.py's bloom section) that bench/run.py puts in RES
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -24,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench import report
+from pageindex.index.bloom.path import AUTO, ENV, NUMBA, NUMPY
 
 ROWS = 2_000_000
 ROW_GROUPS = 8
@@ -34,6 +37,8 @@ _CHILD = """
 import json, resource, sys, time
 from pageindex.retrofit import retrofit
 spec = json.loads(sys.argv[3])
+if sys.argv[4] == "warm":  # a long-lived process (a job's worker, a CLI run over many files): one file done before
+    retrofit(sys.argv[1], sys.argv[2] + ".first", bloom_filter=spec, bloom_fpp={fpp})
 started, cpu = time.perf_counter(), time.process_time()
 result = retrofit(sys.argv[1], sys.argv[2], bloom_filter=spec, bloom_fpp={fpp})
 usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -41,7 +46,22 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "cpu": time.process
                   "rss": usage.ru_maxrss << 10, "filters": sum(c.bloom_filter > 0 for c in result.chunks),
                   "filter_bytes": sum(c.bloom_filter for c in result.chunks),
                   "columns": sorted({{c.column for c in result.chunks if c.bloom_filter}}),
-                  "ndv": {{c.column: c.bloom_ndv for c in result.chunks if c.row_group == 0 and c.bloom_filter}}}}))
+                  "ndv": {{c.column: c.bloom_ndv for c in result.chunks if c.row_group == 0 and c.bloom_filter}},
+                  "path": "numba" if "pageindex.index.bloom.kernel" in sys.modules else "numpy"}}))
+"""
+# A process's first filter: numba's import and each kernel's compile (cold cache) or cache load.
+_STARTUP = """
+import json, time
+import numpy as np
+import pyarrow as pa
+started = time.perf_counter()
+from pageindex.index.bloom.blob import build_filter
+from pageindex.format.parquet_thrift import Type
+build_filter(pa.array(np.arange(10, dtype=np.int64)), Type.INT64)
+build_filter(pa.array(np.arange(10, dtype=np.int32)), Type.INT32)
+build_filter(pa.array(["a", "bc"]), Type.BYTE_ARRAY)
+build_filter(pa.array([b"ab"], pa.binary(2)), Type.FIXED_LEN_BYTE_ARRAY)
+print(json.dumps(time.perf_counter() - started))
 """
 # What each column stands for when auto's rule is measured.
 COLUMNS = {
@@ -72,19 +92,41 @@ def dataset(rows: int) -> pa.Table:
     })
 
 
-def retrofit_once(src: Path, dst: Path, spec: object) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(fpp=FPP), str(src), str(dst), json.dumps(spec)],
-                          capture_output=True, text=True, check=True, env=os.environ)
+def retrofit_once(src: Path, dst: Path, spec: object, path: str = AUTO, warm: bool = False) -> dict:
+    """One retrofit in its own process, on the filter path `path` (PAGEINDEX_BLOOM_KERNEL); warm:
+    timed after a first, untimed retrofit of the same file in that process."""
+    args = [str(src), str(dst), json.dumps(spec), "warm" if warm else "cold"]
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(fpp=FPP), *args],
+                          capture_output=True, text=True, check=True, env=os.environ | {ENV: path})
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(src: Path, dst: Path, specs: dict[str, object], rounds: int) -> dict[str, dict]:
-    """Median wall and CPU seconds per spec over interleaved rounds (load changes between rounds
-    hit every spec alike), the largest peak RSS."""
+def startup_seconds(cache_dir: Path) -> float:
+    """Seconds a fresh process takes to build its first filters of each kind, with numba's cache
+    in `cache_dir` (empty: everything compiles; filled: loaded)."""
+    env = os.environ | {ENV: NUMBA, "NUMBA_CACHE_DIR": str(cache_dir)}
+    proc = subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True, env=env)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def startup(tmp: Path) -> dict | None:
+    """First-filter seconds on the compiled path with a cold and a warm cache, against numpy."""
+    if importlib.util.find_spec("numba") is None:
+        return None
+    env = os.environ | {ENV: NUMPY}
+    numpy_first = subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True, env=env)
+    cache = tmp / "numba-cache"
+    return {"cold": startup_seconds(cache), "warm": startup_seconds(cache),
+            "numpy": json.loads(numpy_first.stdout.strip().splitlines()[-1])}
+
+
+def measure(src: Path, dst: Path, specs: dict[str, tuple[object, str, bool]], rounds: int) -> dict[str, dict]:
+    """Median wall and CPU seconds per (spec, path, warm) over interleaved rounds (load changes
+    between rounds hit every run alike), the largest peak RSS."""
     runs: dict[str, list[dict]] = {name: [] for name in specs}
     for _ in range(rounds):
-        for name, spec in specs.items():
-            runs[name].append(retrofit_once(src, dst, spec))
+        for name, (spec, path, warm) in specs.items():
+            runs[name].append(retrofit_once(src, dst, spec, path, warm))
     out = {}
     for name, got in runs.items():
         out[name] = {**got[-1], "seconds": statistics.median(r["seconds"] for r in got),
@@ -167,9 +209,21 @@ def run(rows: int, rounds: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "in.parquet", Path(tmp) / "out.parquet"
         pq.write_table(table, src, row_group_size=group, write_page_index=False)
-        specs: dict[str, object] = {"none": "none", "all eligible": eligible, "auto": "auto"}
-        specs |= {f"+{name}": [name] for name in eligible}
+        # Unsuffixed runs take the default path (compiled when numba is installed); the numpy
+        # path's beside them when it is not the default.
+        # "warm": a second file in the same process, as a job's reused worker or a CLI run over many
+        # files pays for it, after numba's import and cache load.
+        specs: dict[str, tuple[object, str, bool]] = {"none": ("none", AUTO, False)}
+        if importlib.util.find_spec("numba") is not None:
+            specs |= {"all eligible (numpy)": (eligible, NUMPY, False), "auto (numpy)": ("auto", NUMPY, False)}
+        specs |= {"all eligible": (eligible, AUTO, False), "auto": ("auto", AUTO, False)}
+        specs |= {"none, warm": ("none", AUTO, True)}
+        if importlib.util.find_spec("numba") is not None:
+            specs |= {"all eligible (numpy), warm": (eligible, NUMPY, True)}
+        specs |= {"all eligible, warm": (eligible, AUTO, True)}
+        specs |= {f"+{name}": ([name], AUTO, False) for name in eligible}
         runs = measure(src, out, specs, rounds)
+        first = startup(Path(tmp))
         theirs = pyarrow_filter_bytes(table, Path(tmp) / "pyarrow.parquet", eligible, group)
         plain = Path(tmp) / "plain.parquet"
         retrofit_once(src, plain, "none")
@@ -179,7 +233,7 @@ def run(rows: int, rounds: int) -> dict:
         prune = pruning(table, out, eligible, group)
         return {"rows": rows, "row_groups": ROW_GROUPS, "input_bytes": src.stat().st_size, "fpp": FPP,
                 "rounds": rounds, "runs": runs, "pyarrow_filter_bytes": theirs, "lookup": effect,
-                "pruning": prune, "columns": COLUMNS}
+                "pruning": prune, "columns": COLUMNS, "startup": first, "load_average": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> None:

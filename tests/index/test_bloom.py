@@ -23,70 +23,72 @@ from pageindex.index.bloom.blob import (
     probe_hash,
     read_filter,
 )
-from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
-from pageindex.index.bloom.hashing import BLOCK, xxh64_binary, xxh64_fixed, xxh64_u32, xxh64_u64
+from pageindex.index.bloom.chunk_hashes import chunk_hashes, distinct, eligible
+from pageindex.index.bloom.hashing import BLOCK, xxh64_u64
+from pageindex.index.bloom.path import ENV, NUMBA, NUMPY, kernel
 from pageindex.index.bloom.sbbf import build, expected_fpp, optimal_bytes
 from pageindex.io.storage import open_source
 from pageindex.scan.chunk_scan import scan_chunk
 
 RNG = np.random.default_rng(27)
+pytestmark = pytest.mark.usefixtures("bloom_path")
 
 
 def reference(values: list[bytes]) -> np.ndarray:
     return np.array([xxhash.xxh64_intdigest(v) for v in values], dtype=np.uint64)
 
 
-def binary_parts(values: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lengths = np.array([len(v) for v in values], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return np.frombuffer(b"".join(values), dtype=np.uint8), starts, lengths
+def binary_parts(values: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """The values as Arrow holds them: data buffer and offsets."""
+    offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
+    return np.frombuffer(b"".join(values), dtype=np.uint8), offsets
 
 
 # ---------------------------------------------------------------- XXH64
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.float32])
-def test_xxh64_four_byte_words(dtype):
+def test_xxh64_four_byte_words(xxh64, dtype):
     words = RNG.integers(0, 1 << 32, 5000, dtype=np.uint64).astype(np.uint32).view(dtype)
-    assert (xxh64_u32(words) == reference([w.tobytes() for w in words])).all()
+    assert (xxh64.xxh64_u32(words) == reference([w.tobytes() for w in words])).all()
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.float64])
-def test_xxh64_eight_byte_words(dtype):
+def test_xxh64_eight_byte_words(xxh64, dtype):
     words = RNG.integers(0, 1 << 63, 5000, dtype=np.uint64).view(dtype)
     words[:3] = np.array([0, 1 << 63, (1 << 64) - 1], dtype=np.uint64).view(dtype)
-    assert (xxh64_u64(words) == reference([w.tobytes() for w in words])).all()
+    assert (xxh64.xxh64_u64(words) == reference([w.tobytes() for w in words])).all()
 
 
 @pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 7, 8, 12, 16, 31, 32, 33, 64, 100])
-def test_xxh64_fixed_width(width):
+def test_xxh64_fixed_width(xxh64, width):
     data = RNG.integers(0, 256, width * 300, dtype=np.uint8)
     expected = reference([data[i * width:(i + 1) * width].tobytes() for i in range(300)])
-    assert (xxh64_fixed(data, width) == expected).all()
+    assert (xxh64.xxh64_fixed(data, width) == expected).all()
 
 
-def test_xxh64_strings():
+def test_xxh64_strings(xxh64):
     values = [b"", b"a", "é".encode(), "日本語のテキスト".encode(), "🦆" .encode() * 9, b"x" * 31, b"y" * 32,
               b"z" * 33, RNG.bytes(5000), RNG.bytes(100_003)]
     values += [RNG.bytes(int(n)) for n in RNG.integers(0, 300, 3000)]
     order = RNG.permutation(len(values))  # long and short values interleaved
     values = [values[i] for i in order]
-    assert (xxh64_binary(*binary_parts(values)) == reference(values)).all()
+    assert (xxh64.xxh64_offsets(*binary_parts(values)) == reference(values)).all()
 
 
-def test_xxh64_across_blocks():
+def test_xxh64_across_blocks(xxh64):
     # More values than one block (BLOCK) of each kind: blocks and length groups meet correctly.
     count = 2 * BLOCK + 3
     words = RNG.integers(0, 1 << 63, count, dtype=np.uint64)
-    assert (xxh64_u64(words) == reference([w.tobytes() for w in words])).all()
-    assert (xxh64_u32(words.astype(np.uint32)) == reference([w.tobytes() for w in words.astype(np.uint32)])).all()
+    assert (xxh64.xxh64_u64(words) == reference([w.tobytes() for w in words])).all()
+    assert (xxh64.xxh64_u32(words.astype(np.uint32)) == reference([w.tobytes() for w in words.astype(np.uint32)])).all()
     values = [RNG.bytes(int(n)) for n in RNG.choice([3, 12, 40], count)]
-    assert (xxh64_binary(*binary_parts(values)) == reference(values)).all()
+    assert (xxh64.xxh64_offsets(*binary_parts(values)) == reference(values)).all()
 
 
-def test_xxh64_binary_tiny_buffer():
+def test_xxh64_binary_tiny_buffer(xxh64):
     values = [b"", b"ab", b""]
-    assert (xxh64_binary(*binary_parts(values)) == reference(values)).all()
+    assert (xxh64.xxh64_offsets(*binary_parts(values)) == reference(values)).all()
 
 
 # ---------------------------------------------------------------- against pyarrow's filters
@@ -224,9 +226,33 @@ def test_dictionary_values_give_the_plain_filter():
 def test_sliced_arrays_hash_their_own_values():
     strings = pa.array([f"s{i}" for i in range(100)])
     ints = pa.array(np.arange(100, dtype=np.int64))
-    assert (chunk_hashes(strings[40:60], Type.BYTE_ARRAY) == chunk_hashes(pa.array([f"s{i}" for i in range(40, 60)]),
-                                                                       Type.BYTE_ARRAY)).all()
-    assert (chunk_hashes(ints[40:60], Type.INT64) == np.sort(xxh64_u64(np.arange(40, 60, dtype=np.int64)))).all()
+    whole = chunk_hashes(pa.array([f"s{i}" for i in range(40, 60)]), Type.BYTE_ARRAY)
+    assert (np.sort(chunk_hashes(strings[40:60], Type.BYTE_ARRAY)) == np.sort(whole)).all()
+    expected = np.sort(xxh64_u64(np.arange(40, 60, dtype=np.int64)))
+    assert (np.sort(chunk_hashes(ints[40:60], Type.INT64)) == expected).all()
+
+
+def test_both_paths_count_and_set_the_same(monkeypatch):
+    """Distinct hashes (duplicates, the hash 0 that marks the compiled set's empty slots) and
+    bitsets agree between the numpy and the compiled path, and with Python's set."""
+    pytest.importorskip("numba")
+    hashes = RNG.integers(0, 1 << 64, 30_000, dtype=np.uint64, endpoint=False)
+    hashes = np.concatenate([hashes, hashes[:5000], np.zeros(3, np.uint64)])
+    results = {}
+    for path in (NUMPY, NUMBA):
+        monkeypatch.setenv(ENV, path)
+        unique = distinct(hashes) if path == NUMPY else kernel().distinct(hashes)
+        results[path] = np.sort(unique), build(unique, optimal_bytes(len(unique), 0.01))
+    assert (results[NUMPY][0] == np.array(sorted(set(hashes.tolist())), dtype=np.uint64)).all()
+    assert (results[NUMPY][0] == results[NUMBA][0]).all()
+    assert (results[NUMPY][1] == results[NUMBA][1]).all()
+
+
+def test_the_switch(monkeypatch, bloom_path):
+    assert (kernel() is None) == (bloom_path == NUMPY)
+    monkeypatch.setenv(ENV, "fortran")
+    with pytest.raises(ValueError, match=ENV):
+        kernel()
 
 
 # ---------------------------------------------------------------- membership

@@ -27,6 +27,7 @@ from pageindex.verify import verify
 
 RNG = np.random.default_rng(2727)
 N = 6000
+pytestmark = pytest.mark.usefixtures("bloom_path")
 
 
 def unsorted_table() -> pa.Table:

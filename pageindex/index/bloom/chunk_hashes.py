@@ -4,11 +4,14 @@ Each value is hashed over its plain-encoded bytes; nulls are skipped and boolean
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import pyarrow as pa
 
 from pageindex.format.parquet_thrift import Type
-from pageindex.index.bloom.hashing import xxh64_binary, xxh64_fixed, xxh64_u32, xxh64_u64
+from pageindex.index.bloom import hashing
+from pageindex.index.bloom.path import kernel
 
 # INT96 is left out: Arrow decodes it to nanoseconds, which need not round-trip to its 12 bytes.
 ELIGIBLE = frozenset({Type.INT32, Type.INT64, Type.FLOAT, Type.DOUBLE, Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY})
@@ -26,12 +29,17 @@ def eligible(physical_type: int) -> bool:
 
 
 def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int, float_extras: bool = True) -> np.ndarray:
-    """Sorted distinct hashes of the non-null values (their count is the chunk's distinct count,
-    barring a 64-bit collision, which would set the same bits anyway); float_extras adds the
-    other zero and the canonical NaN as a filter holds them, without it only the values' own."""
+    """The distinct hashes of the non-null values: sorted on the numpy path (sbbf.build needs them
+    so), in no order on the compiled one. Their count sizes the filter: it is the chunk's distinct
+    count of values barring a 64-bit collision, whose values set the same bits anyway (pyarrow sizes
+    by an estimate of the distinct hashes from the filled bits, so hashes are what it counts too).
+    float_extras adds the other zero and the canonical NaN as a filter holds them, without it only
+    the values' own."""
+    compiled = kernel()
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    parts = [_hashes(chunk, physical_type, float_extras) for chunk in chunks if len(chunk)]
-    return distinct(np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64))
+    parts = [_hashes(chunk, physical_type, float_extras, compiled or hashing) for chunk in chunks if len(chunk)]
+    hashes = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    return compiled.distinct(hashes) if compiled else distinct(hashes)
 
 
 def distinct(hashes: np.ndarray) -> np.ndarray:
@@ -45,34 +53,35 @@ def distinct(hashes: np.ndarray) -> np.ndarray:
     return out[keep]
 
 
-def _hashes(array: pa.Array, physical_type: int, float_extras: bool) -> np.ndarray:
+def _hashes(array: pa.Array, physical_type: int, float_extras: bool, xxh64: ModuleType) -> np.ndarray:
+    """The values' hashes, by `xxh64` (pageindex.index.bloom.hashing or the compiled kernel: the
+    same functions)."""
     if isinstance(array, pa.DictionaryArray) and physical_type in (Type.FLOAT, Type.DOUBLE):
         array = array.dictionary_decode()  # the extras depend on the values used, not the dictionary's
     if isinstance(array, pa.DictionaryArray):
         # Only the entries in use: marked in one pass over the indices, where np.unique would sort them.
         used = np.zeros(len(array.dictionary), dtype=bool)
         used[array.indices.drop_null().to_numpy(zero_copy_only=False)] = True
-        return _hashes(array.dictionary.filter(pa.array(used)), physical_type, float_extras)
+        return _hashes(array.dictionary.filter(pa.array(used)), physical_type, float_extras, xxh64)
     array = array.drop_null() if array.null_count else array
     if pa.types.is_integer(array.type) and array.type.bit_width < 32:
         array = array.cast(pa.int32())  # INT8/16 and UINT8/16 are stored as INT32 (extended)
     if physical_type in (Type.INT32, Type.FLOAT):
         words = _words(array, 4, np.uint32)
-        return xxh64_u32(_float_extras(words, FLOAT_ZEROS, FLOAT_NAN, 8, 23)
+        return xxh64.xxh64_u32(_float_extras(words, FLOAT_ZEROS, FLOAT_NAN, 8, 23)
                          if physical_type == Type.FLOAT and float_extras else words)
     if physical_type in (Type.INT64, Type.DOUBLE):
         words = _words(array, 8, np.uint64)
-        return xxh64_u64(_float_extras(words, DOUBLE_ZEROS, DOUBLE_NAN, 11, 52)
+        return xxh64.xxh64_u64(_float_extras(words, DOUBLE_ZEROS, DOUBLE_NAN, 11, 52)
                          if physical_type == Type.DOUBLE and float_extras else words)
     if physical_type == Type.FIXED_LEN_BYTE_ARRAY:
         width = array.type.byte_width
         data = _buffer(array, 1, np.uint8)[array.offset * width:(array.offset + len(array)) * width]
-        return xxh64_fixed(data, width)
+        return xxh64.xxh64_fixed(data, width)
     if physical_type == Type.BYTE_ARRAY:
         large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
         offsets = _buffer(array, 1, np.int64 if large else np.int32)[array.offset:array.offset + len(array) + 1]
-        offsets = offsets.astype(np.int64)
-        return xxh64_binary(_buffer(array, 2, np.uint8), offsets[:-1], np.diff(offsets))
+        return xxh64.xxh64_offsets(_buffer(array, 2, np.uint8), offsets)
     raise ValueError(f"no bloom filter for physical type {Type.name(physical_type)}")
 
 

@@ -131,6 +131,12 @@ def xxh64_binary(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     return out
 
 
+def xxh64_offsets(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """XXH64 of each value data[offsets[i] : offsets[i + 1]] (Arrow's offsets and data buffers)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    return xxh64_binary(data, offsets[:-1], np.diff(offsets))
+
+
 class _Words:
     """A byte buffer with views whose element i is the word starting at byte i (stride 1:
     unaligned loads)."""

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from pageindex.index.bloom.path import kernel
+
 SALT = np.array([0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D,
                  0x705495C7, 0x2DF1424B, 0x9EFC4947, 0x5C6BFB31], dtype=np.uint32)
 BLOCK_BYTES = 32
@@ -45,10 +47,14 @@ def expected_fpp(ndv: int, num_bytes: int) -> float:
 
 
 def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
-    """The bitset words holding sorted distinct `hashes`. A sorted hash gives a non-decreasing
-    block index, so each block's bits are OR-reduced over a run of neighbours and written once:
-    no scratch proportional to the filter's bits."""
+    """The bitset words holding the distinct `hashes` of chunk_hashes: in any order when compiled,
+    sorted on the numpy path. There a sorted hash gives a non-decreasing block index, so each
+    block's bits are OR-reduced over a run of neighbours and written once: no scratch
+    proportional to the filter's bits."""
     nblocks = num_bytes // BLOCK_BYTES
+    compiled = kernel()
+    if compiled:
+        return compiled.insert(hashes, nblocks, SALT)
     words = np.zeros((nblocks, WORDS), dtype=np.uint32)
     if not len(hashes):
         return words.ravel()

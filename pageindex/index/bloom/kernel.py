@@ -1,0 +1,213 @@
+"""The bloom filter's hot loops compiled with numba: XXH64, the distinct hashes, the SBBF insert.
+
+Same names as pageindex.index.bloom.hashing; imported by pageindex.index.bloom.path on the first filter.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from pageindex.index.bloom.hashing import P1, P2, P3, P4, P5
+
+# Numba freezes module globals (these and the XXH64 primes) into the compiled code as constants;
+# unsigned ones keep every step in uint64 (a signed operand would promote the arithmetic to float64).
+SEED1 = np.uint64((int(P1) + int(P2)) % (1 << 64))
+SEED4 = np.uint64(-int(P1) % (1 << 64))
+ZERO = np.uint64(0)
+U64_27 = np.uint64(27)
+U64_32 = np.uint64(32)
+U64_MASK32 = np.uint64(0xFFFFFFFF)
+# Hashes per range that `distinct` deduplicates at a time: its set (twice as many slots, 8 bytes
+# each) then fits a core's L1/L2 cache.
+PART_SIZE = 2048
+
+# cache: compiled machine code is kept in __pycache__ beside this file, or in the user's cache
+# directory when that is read-only (NUMBA_CACHE_DIR overrides both), so a process after the first
+# loads it instead of compiling. nogil: thread pools that build filters run them in parallel.
+_JIT = {"cache": True, "nogil": True}
+
+
+@njit(inline="always", **_JIT)
+def _rotl(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@njit(inline="always", **_JIT)
+def _round(acc, lane):
+    return _rotl(acc + lane * P2, 31) * P1
+
+
+@njit(inline="always", **_JIT)
+def _lane8(h, lane):
+    return _rotl(h ^ _round(ZERO, lane), 27) * P1 + P4
+
+
+@njit(inline="always", **_JIT)
+def _lane4(h, word):
+    return _rotl(h ^ (np.uint64(word) * P1), 23) * P2 + P3
+
+
+@njit(inline="always", **_JIT)
+def _avalanche(h):
+    h ^= h >> np.uint64(33)
+    h *= P2
+    h ^= h >> np.uint64(29)
+    h *= P3
+    return h ^ (h >> np.uint64(32))
+
+
+@njit(inline="always", **_JIT)
+def _read(data, pos, width):
+    """The little-endian word of `width` bytes at any byte position (LLVM merges the loads)."""
+    out = ZERO
+    for i in range(width):
+        out |= np.uint64(data[pos + i]) << np.uint64(8 * i)
+    return out
+
+
+@njit(**_JIT)
+def _xxh64_bytes(data, start, length):
+    """XXH64 (seed 0) of data[start : start + length]."""
+    pos = start
+    end = start + length
+    if length >= 32:
+        v1, v2, v3, v4 = SEED1, P2, ZERO, SEED4
+        while pos + 32 <= end:
+            v1 = _round(v1, _read(data, pos, 8))
+            v2 = _round(v2, _read(data, pos + 8, 8))
+            v3 = _round(v3, _read(data, pos + 16, 8))
+            v4 = _round(v4, _read(data, pos + 24, 8))
+            pos += 32
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        for v in (v1, v2, v3, v4):
+            h = (h ^ _round(ZERO, v)) * P1 + P4
+    else:
+        h = P5
+    h += np.uint64(length)
+    while pos + 8 <= end:
+        h = _lane8(h, _read(data, pos, 8))
+        pos += 8
+    if pos + 4 <= end:
+        h = _lane4(h, _read(data, pos, 4))
+        pos += 4
+    while pos < end:
+        h = _rotl(h ^ (np.uint64(data[pos]) * P5), 11) * P1
+        pos += 1
+    return _avalanche(h)
+
+
+def xxh64_u32(words: np.ndarray) -> np.ndarray:
+    """XXH64 of each 4-byte little-endian value (INT32 and FLOAT bit patterns)."""
+    return _xxh64_words(np.asarray(words).view(np.uint32))
+
+
+def xxh64_u64(words: np.ndarray) -> np.ndarray:
+    """XXH64 of each 8-byte little-endian value (INT64 and DOUBLE bit patterns)."""
+    return _xxh64_words(np.asarray(words).view(np.uint64))
+
+
+@njit(**_JIT)
+def _xxh64_words(words):
+    """XXH64 of each word, of the words' width (compiled once per width, the branch folded away)."""
+    out = np.empty(len(words), dtype=np.uint64)
+    seed = P5 + np.uint64(words.itemsize)
+    for i in range(len(words)):
+        out[i] = _avalanche(_lane4(seed, words[i]) if words.itemsize == 4 else _lane8(seed, words[i]))
+    return out
+
+
+@njit(**_JIT)
+def xxh64_fixed(data, width):
+    """XXH64 of each `width`-byte value of a contiguous byte buffer (FIXED_LEN_BYTE_ARRAY)."""
+    count = len(data) // width if width else 0
+    out = np.empty(count, dtype=np.uint64)
+    for i in range(count):
+        out[i] = _xxh64_bytes(data, i * width, width)
+    return out
+
+
+@njit(**_JIT)
+def xxh64_offsets(data, offsets):
+    """XXH64 of each value data[offsets[i] : offsets[i + 1]] (Arrow's offsets and data buffers)."""
+    out = np.empty(len(offsets) - 1, dtype=np.uint64)
+    for i in range(len(out)):
+        out[i] = _xxh64_bytes(data, offsets[i], offsets[i + 1] - offsets[i])
+    return out
+
+
+@njit(inline="always", **_JIT)
+def _part(h, parts):
+    """The range of hashes h falls in, by its top 32 bits as the filter picks a block: ranges
+    ascend with the blocks they fill."""
+    return np.int64(((h >> U64_32) * np.uint64(parts)) >> U64_32)
+
+
+@njit(**_JIT)
+def distinct(hashes):
+    """The distinct hashes, grouped by range of their top bits (so `insert` fills one stretch of
+    the filter at a time). The hashes are first scattered into ranges of about PART_SIZE each, then
+    each range is deduplicated in a small open-addressing set (linear probing, at most half full,
+    indexed by the low bits) that stays in the CPU cache; one set over all of them would miss the
+    cache on nearly every probe. 0 marks an empty slot, so the hash 0 is tracked apart."""
+    n = len(hashes)
+    parts = 1
+    while n > parts * PART_SIZE:
+        parts *= 2
+    starts = np.zeros(parts + 1, dtype=np.int64)
+    for h in hashes:
+        starts[_part(h, parts) + 1] += 1
+    largest = 0
+    for p in range(parts):
+        largest = max(largest, starts[p + 1])
+        starts[p + 1] += starts[p]
+    grouped = np.empty(n, dtype=np.uint64)
+    filled = starts[:-1].copy()
+    for h in hashes:
+        p = _part(h, parts)
+        grouped[filled[p]] = h
+        filled[p] += 1
+    size = 16
+    while size < 2 * largest:
+        size *= 2
+    mask = np.uint64(size - 1)
+    table = np.empty(size, dtype=np.uint64)
+    count = 0
+    seen_zero = False
+    for p in range(parts):
+        table[:] = ZERO
+        for i in range(starts[p], starts[p + 1]):
+            h = grouped[i]
+            if h == ZERO:
+                if not seen_zero:
+                    seen_zero = True
+                    grouped[count] = h
+                    count += 1
+                continue
+            slot = h & mask
+            while True:
+                held = table[slot]
+                if held == h:
+                    break
+                if held == ZERO:
+                    table[slot] = h
+                    grouped[count] = h  # count <= i: compacting in place never overtakes the reading
+                    count += 1
+                    break
+                slot = (slot + np.uint64(1)) & mask
+    return grouped[:count].copy()
+
+
+@njit(**_JIT)
+def insert(hashes, nblocks, salt):
+    """The bitset (eight uint32 words a block) holding `hashes`: the top 32 bits pick the block,
+    ((h >> 32) * nblocks) >> 32, and the low 32 bits times each word's salt (sbbf.SALT) its bit."""
+    words = np.zeros(nblocks * 8, dtype=np.uint32)
+    n = np.uint64(nblocks)
+    for h in hashes:
+        base = 8 * np.int64(((h >> U64_32) * n) >> U64_32)
+        key = h & U64_MASK32
+        for i in range(8):
+            # numba widens uint32 products to 64 bits: keep the low 32, as the spec's uint32 multiply.
+            bit = ((key * np.uint64(salt[i])) & U64_MASK32) >> U64_27
+            words[base + i] |= np.uint32(1 << bit)
+    return words
