@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -45,6 +47,12 @@ _CONFIG_NO_READ_EFFECT = frozenset({"max_pool_connections", "tcp_keepalive", "us
 # botocore's retry modes with an Arrow equivalent; arrow_kwargs gives (mode, attempts), and the
 # strategy object is made with the filesystem (it has no value equality to cache by).
 _RETRY_STRATEGIES = {"standard": "AwsStandardS3RetryStrategy", "legacy": "AwsDefaultS3RetryStrategy"}
+
+
+# What the AWS SDK says of a response body cut short once its headers were read.
+_BROKEN_BODY = ("Failed to flush response stream",)
+# Full-jitter exponential backoff, as the SDK's own retries (seconds).
+_BACKOFF_BASE, _BACKOFF_CAP = 0.025, 20.0
 
 
 class Unmapped(Exception):
@@ -88,8 +96,8 @@ def arrow_kwargs(options: dict[str, Any], environ: dict[str, str] | None = None)
     endpoint = (opts.pop("endpoint_url", None) or client.pop("endpoint_url", None)
                 or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"))
     region = (client.pop("region_name", None) or config.pop("region_name", None)
-              or (_profile_region(profile) if profile else None)
-              or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"))
+              or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+              or (_profile_region(profile) if environ is None or profile else None))
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         if parts.path.strip("/"):
@@ -133,9 +141,13 @@ def _profile_credentials(profile: str) -> dict[str, Any]:
     """A named profile's credentials, resolved by botocore now (a snapshot: Arrow cannot refresh
     them; a profile that assumes a role would expire mid-run, so it is left to s3fs)."""
     import botocore.session
+    from botocore.exceptions import ProfileNotFound
 
     session = botocore.session.Session(profile=profile)
-    config = session.get_scoped_config()
+    try:
+        config = session.get_scoped_config()
+    except ProfileNotFound as err:
+        raise Unmapped(str(err)) from None
     if "role_arn" in config or "credential_process" in config or "sso_session" in config:
         raise Unmapped(f"profile {profile!r} has refreshing credentials")
     creds = session.get_credentials()
@@ -145,10 +157,16 @@ def _profile_credentials(profile: str) -> dict[str, Any]:
     return {"access_key": frozen.access_key, "secret_key": frozen.secret_key, "session_token": frozen.token}
 
 
-def _profile_region(profile: str) -> str | None:
+def _profile_region(profile: str | None) -> str | None:
+    """The region of the named profile, or of AWS_PROFILE's (or the default) one, as botocore
+    reads ~/.aws/config."""
     import botocore.session
+    from botocore.exceptions import ProfileNotFound
 
-    return botocore.session.Session(profile=profile).get_config_variable("region")
+    try:
+        return botocore.session.Session(profile=profile).get_config_variable("region")
+    except ProfileNotFound as err:
+        raise Unmapped(str(err)) from None
 
 
 _lock = threading.Lock()
@@ -166,9 +184,19 @@ class ArrowObject:
     size: int
     mtime: float | None
     etag: str | None
+    attempts: int  # as the retry strategy's: for the failures it does not retry
 
     def read(self, offset: int, length: int) -> bytes:
-        return self.handle.read_at(length, offset)
+        """The bytes at `offset`; a body that broke after its headers arrived is fetched again
+        (the AWS SDK reports it as a non-retryable INTERNAL_FAILURE, where s3fs retries it)."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self.handle.read_at(length, offset)
+            except OSError as err:
+                if attempt == self.attempts or not any(s in str(err) for s in _BROKEN_BODY):
+                    raise
+                time.sleep(min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** attempt * random.random()))
+        raise AssertionError("unreachable")
 
 
 def open_arrow(fs: Any, path: str) -> ArrowObject | None:
@@ -186,7 +214,7 @@ def open_arrow(fs: Any, path: str) -> ArrowObject | None:
     meta = {_text(k).lower(): _text(v) for k, v in handle.metadata().items()}
     modified = meta.get("last-modified")
     mtime = datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp() if modified else None
-    return ArrowObject(handle, handle.size(), mtime, meta.get("etag") or None)
+    return ArrowObject(handle, handle.size(), mtime, meta.get("etag") or None, kwargs["retry_strategy"][1])
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
