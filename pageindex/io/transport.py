@@ -49,7 +49,7 @@ _CONFIG_NO_READ_EFFECT = frozenset({"max_pool_connections", "tcp_keepalive", "us
 _RETRY_STRATEGIES = {"standard": "AwsStandardS3RetryStrategy", "legacy": "AwsDefaultS3RetryStrategy"}
 
 
-# What the AWS SDK says of a response body cut short once its headers were read.
+# What the AWS SDK says when a response body does not fit the buffer it was to be written to.
 _BROKEN_BODY = ("Failed to flush response stream",)
 # Full-jitter exponential backoff, as the SDK's own retries (seconds).
 _BACKOFF_BASE, _BACKOFF_CAP = 0.025, 20.0
@@ -187,8 +187,10 @@ class ArrowObject:
     attempts: int  # as the retry strategy's: for the failures it does not retry
 
     def read(self, offset: int, length: int) -> bytes:
-        """The bytes at `offset`; a body that broke after its headers arrived is fetched again
-        (the AWS SDK reports it as a non-retryable INTERNAL_FAILURE, where s3fs retries it)."""
+        """The bytes at `offset`. A response body the SDK could not write into the read's buffer
+        (an error document longer than a small read, such as a 503 SlowDown's for 4 bytes) comes
+        back as a non-retryable INTERNAL_FAILURE instead of the store's error: fetched again here,
+        within the configured attempts, as the SDK retries the same error on a bigger read."""
         for attempt in range(1, self.attempts + 1):
             try:
                 return self.handle.read_at(length, offset)
@@ -210,6 +212,7 @@ def open_arrow(fs: Any, path: str) -> ArrowObject | None:
     except Unmapped as why:
         _tell_once(f"s3 reads go through s3fs: {why}")
         return None
+    path = fs._strip_protocol(path)  # s3fs takes s3://bucket/key too; Arrow only bucket/key
     handle = _filesystem(kwargs, path.split("/", 1)[0]).open_input_file(path)
     meta = {_text(k).lower(): _text(v) for k, v in handle.metadata().items()}
     modified = meta.get("last-modified")

@@ -95,10 +95,11 @@ def _read_all(path: str, fs) -> tuple[bytes, bool]:
         return data, source._remote is not None
 
 
-def test_arrow_reads_with_one_head(proxied):
+@pytest.mark.parametrize("scheme", ["", "s3://"])
+def test_arrow_reads_with_one_head(proxied, scheme):
     proxy, path, data = proxied
     proxy.reset()
-    assert _read_all(path, _fs(proxy)) == (data, True)
+    assert _read_all(scheme + path, _fs(proxy)) == (data, True)
     assert proxy.stats.by_operation() == {"HeadObject": 1, "GetObject": 3}
 
 
