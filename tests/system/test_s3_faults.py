@@ -328,8 +328,10 @@ ARROW_RETRIES = 2  # a small retries.max_attempts: Arrow's SDK sleeps its own (u
     ("503", S3FS_TRIES * BOTOCORE_ATTEMPTS, Transport.FSSPEC),   # s3fs retries SlowDown around botocore's attempts
     ("truncate", S3FS_TRIES, Transport.FSSPEC),                  # headers arrive; s3fs retries the short body
     ("drop", None, Transport.FSSPEC),                            # s3fs twice nested x botocore x aiohttp, quota-capped
-    # Arrow: the configured attempts (retries + 1), whatever the fault
-    *((action, ARROW_RETRIES + 1, Transport.ARROW) for action in ("500", "503", "truncate", "drop")),
+    # Arrow: the configured attempts (retries + 1); on a dropped connection curl may also resend
+    # once, at once, as aiohttp does
+    *((action, ARROW_RETRIES + 1, Transport.ARROW) for action in ("500", "503", "truncate")),
+    ("drop", (ARROW_RETRIES + 1, 2 * (ARROW_RETRIES + 1)), Transport.ARROW),
 ])
 def test_effective_max_attempts(sources, proxy, s3fs_fs, s3_bucket, fast_backoff, action, expected, transport):
     """One ranged read of the source (Source.read -> s3fs cat_file, or Arrow's read_at) against a
@@ -348,7 +350,9 @@ def test_effective_max_attempts(sources, proxy, s3fs_fs, s3_bucket, fast_backoff
     print(f"\none read, permanent {action}: {attempts} attempts, {len(fast_backoff)} botocore "
           f"delays drawn (unscaled they would sleep {sum(d for _, d in fast_backoff):.0f}s), "
           f"surfaced as {type(info.value).__module__}.{type(info.value).__name__}")
-    if expected is not None:
+    if isinstance(expected, tuple):
+        assert expected[0] <= attempts <= expected[1]
+    elif expected is not None:
         assert attempts == expected
     else:
         assert BOTOCORE_ATTEMPTS < attempts <= _attempts_bound(action)
