@@ -14,8 +14,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
+
+from pageindex.errors import UnmappedOptionError
 
 log = logging.getLogger("pageindex.io")
 
@@ -55,10 +58,6 @@ _BROKEN_BODY = ("Failed to flush response stream",)
 _BACKOFF_BASE, _BACKOFF_CAP = 0.025, 20.0
 
 
-class Unmapped(Exception):
-    """An s3fs option Arrow's client cannot honor exactly (the message says which and why)."""
-
-
 def transport_option(options: dict[str, Any]) -> tuple[Transport, dict[str, Any]]:
     """The transport named in storage options (default arrow), and the options without it."""
     rest = dict(options)
@@ -71,13 +70,15 @@ def transport_option(options: dict[str, Any]) -> tuple[Transport, dict[str, Any]
 
 
 def mark_fsspec_reads(fs: Any) -> None:
+    """Keep the reads of Sources on this s3fs instance on s3fs (resolve() does it for
+    s3_transport=fsspec on an instance of its own, as fsspec shares cached ones)."""
     setattr(fs, _FSSPEC_MARK, True)
 
 
 def arrow_kwargs(options: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """pyarrow.fs.S3FileSystem keyword arguments equivalent to s3fs `options` (env vars as botocore
-    reads them); raises Unmapped naming the first option that has no exact equivalent. The region
-    is left out when it must be looked up (AWS's endpoint and none given): see `region_for`."""
+    reads them); raises UnmappedOptionError naming the first option that has no exact equivalent. The region
+    is left out when it must be looked up (AWS's endpoint and none given; `_filesystem` does)."""
     env = os.environ if environ is None else environ
     opts = dict(options)
     client = dict(opts.pop("client_kwargs", None) or {})
@@ -101,7 +102,7 @@ def arrow_kwargs(options: dict[str, Any], environ: dict[str, str] | None = None)
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         if parts.path.strip("/"):
-            raise Unmapped(f"endpoint_url {endpoint!r} has a path")
+            raise UnmappedOptionError(f"endpoint_url {endpoint!r} has a path")
         out.update(endpoint_override=parts.netloc, scheme=parts.scheme)
         out["region"] = region or CUSTOM_ENDPOINT_REGION
     else:
@@ -111,17 +112,17 @@ def arrow_kwargs(options: dict[str, Any], environ: dict[str, str] | None = None)
             out["region"] = region
     verify = client.pop("verify", None)
     if verify is False:
-        raise Unmapped("client_kwargs.verify=False (Arrow always verifies TLS certificates)")
+        raise UnmappedOptionError("client_kwargs.verify=False (Arrow always verifies TLS certificates)")
     if isinstance(verify, str):
         out["tls_ca_file_path"] = verify
     retries = dict(config.pop("retries", None) or {})
     mode = retries.pop("mode", "legacy")
     if retries.keys() - {"max_attempts", "total_max_attempts"}:
-        raise Unmapped(f"config_kwargs.retries {sorted(retries)}")
+        raise UnmappedOptionError(f"config_kwargs.retries {sorted(retries)}")
     # botocore's max_attempts counts retries after the first attempt; Arrow's counts attempts.
     attempts = retries.get("total_max_attempts") or retries.get("max_attempts", 4) + 1
     if mode not in _RETRY_STRATEGIES:
-        raise Unmapped(f"config_kwargs.retries.mode={mode!r}")
+        raise UnmappedOptionError(f"config_kwargs.retries.mode={mode!r}")
     out["retry_strategy"] = (mode, attempts)
     if "connect_timeout" in config:
         out["connect_timeout"] = float(config.pop("connect_timeout"))
@@ -129,11 +130,11 @@ def arrow_kwargs(options: dict[str, Any], environ: dict[str, str] | None = None)
     if addressing == "virtual":
         out["force_virtual_addressing"] = True
     elif addressing not in ("auto", "path"):
-        raise Unmapped(f"config_kwargs.s3.addressing_style={addressing!r}")
+        raise UnmappedOptionError(f"config_kwargs.s3.addressing_style={addressing!r}")
     left = sorted(opts.keys() - _NO_READ_EFFECT) + [f"client_kwargs.{k}" for k in sorted(client)] + \
         [f"config_kwargs.{k}" for k in sorted(config.keys() - _CONFIG_NO_READ_EFFECT)]
     if left:
-        raise Unmapped(f"{', '.join(left)} (no exact pyarrow.fs.S3FileSystem equivalent)")
+        raise UnmappedOptionError(f"{', '.join(left)} (no exact pyarrow.fs.S3FileSystem equivalent)")
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -147,16 +148,17 @@ def _profile_credentials(profile: str) -> dict[str, Any]:
     try:
         config = session.get_scoped_config()
     except ProfileNotFound as err:
-        raise Unmapped(str(err)) from None
+        raise UnmappedOptionError(str(err)) from None
     if "role_arn" in config or "credential_process" in config or "sso_session" in config:
-        raise Unmapped(f"profile {profile!r} has refreshing credentials")
+        raise UnmappedOptionError(f"profile {profile!r} has refreshing credentials")
     creds = session.get_credentials()
     if creds is None:
-        raise Unmapped(f"profile {profile!r} has no credentials")
+        raise UnmappedOptionError(f"profile {profile!r} has no credentials")
     frozen = creds.get_frozen_credentials()
     return {"access_key": frozen.access_key, "secret_key": frozen.secret_key, "session_token": frozen.token}
 
 
+@lru_cache(maxsize=None)  # a botocore session reads the config files: once per profile
 def _profile_region(profile: str | None) -> str | None:
     """The region of the named profile, or of AWS_PROFILE's (or the default) one, as botocore
     reads ~/.aws/config."""
@@ -166,7 +168,7 @@ def _profile_region(profile: str | None) -> str | None:
     try:
         return botocore.session.Session(profile=profile).get_config_variable("region")
     except ProfileNotFound as err:
-        raise Unmapped(str(err)) from None
+        raise UnmappedOptionError(str(err)) from None
 
 
 _lock = threading.Lock()
@@ -209,7 +211,7 @@ def open_arrow(fs: Any, path: str) -> ArrowObject | None:
         return None
     try:
         kwargs = arrow_kwargs(getattr(fs, "storage_options", {}))
-    except Unmapped as why:
+    except UnmappedOptionError as why:
         _tell_once(f"s3 reads go through s3fs: {why}")
         return None
     path = fs._strip_protocol(path)  # s3fs takes s3://bucket/key too; Arrow only bucket/key

@@ -10,10 +10,10 @@ import os
 import pytest
 import s3fs
 
-from pageindex.errors import StorageError
+from pageindex.errors import StorageError, UnmappedOptionError
 from pageindex.io import transport
 from pageindex.io.storage import S3_RETRIES, open_source, resolve, s3_options, storage_options_from
-from pageindex.io.transport import CUSTOM_ENDPOINT_REGION, TRANSPORT_OPTION, Transport, Unmapped, arrow_kwargs
+from pageindex.io.transport import CUSTOM_ENDPOINT_REGION, TRANSPORT_OPTION, Transport, arrow_kwargs
 from tests.helpers import s3 as s3h
 from tests.helpers.fault_proxy import FaultProxy, permanent
 
@@ -63,7 +63,7 @@ def test_credentials_and_flags():
     ({"endpoint_url": "http://h:1/prefix"}, "path"),
 ])
 def test_unmappable_options_are_named(options, named):
-    with pytest.raises(Unmapped, match=named):
+    with pytest.raises(UnmappedOptionError, match=named):
         arrow_kwargs(options, NO_ENV)
 
 
@@ -154,5 +154,5 @@ def test_profile(tmp_path, monkeypatch):
     mapped = arrow_kwargs({"profile": "p", "endpoint_url": "http://h:1"}, NO_ENV)
     assert (mapped["access_key"], mapped["secret_key"], mapped["region"]) == ("AK", "SK", "eu-north-1")
     for name in ("r", "missing"):
-        with pytest.raises(Unmapped, match=name):
+        with pytest.raises(UnmappedOptionError, match=name):
             arrow_kwargs({"profile": name}, NO_ENV)
