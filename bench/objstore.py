@@ -1,10 +1,11 @@
 """Object-store bench: requests, bytes and time of retrofit (dry run, exact and trusted page stats)
-and of pyarrow's read_table(pre_buffer=True) on the same objects, behind a latency proxy.
+reading through Arrow's S3 client and through s3fs, and of pyarrow's read_table(pre_buffer=True)
+on the same objects, behind a latency proxy.
 
     python -m bench.objstore [--latency-ms 20] [--rounds 1] [--kinds wide,numeric,strings,nested]
 
 A moto S3 server runs in this process on 127.0.0.1; tests/helpers/fault_proxy.py sits between it
-and both clients (s3fs for pageindex, pyarrow.fs.S3FileSystem for pyarrow), adds the latency to
+and the clients (s3fs and pyarrow.fs.S3FileSystem), adds the latency to
 every request and counts requests by S3 operation and the body bytes it returned. Prints one
 markdown table (bench/report.py's object-store section); datasets are cached in bench/data/.
 """
@@ -28,6 +29,7 @@ import s3fs
 import pageindex
 from bench import report
 from pageindex.io.storage import s3_options
+from pageindex.io.transport import Transport, mark_fsspec_reads
 from tests.helpers import s3 as s3h
 from tests.helpers.fault_proxy import FaultProxy
 
@@ -110,20 +112,26 @@ def measure(proxy: FaultProxy, action: Callable[[], object]) -> Run:
     return Run(seconds, proxy.stats.by_operation(), proxy.stats.bytes_returned())
 
 
-def pageindex_fs(endpoint: str) -> s3fs.S3FileSystem:
-    """A fresh s3fs per run, as pageindex's resolve() builds it: no listing or instance cache
-    carries one run's answers into the next."""
-    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,
-                             **s3_options(s3h.storage_options(endpoint)))
+def pageindex_fs(endpoint: str, transport: Transport) -> s3fs.S3FileSystem:
+    """A fresh s3fs per run, as pageindex's resolve() builds it for `transport`: no listing or
+    instance cache carries one run's answers into the next."""
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,
+                           **s3_options(s3h.storage_options(endpoint)))
+    if transport is Transport.FSSPEC:
+        mark_fsspec_reads(fs)
+    return fs
+
+
+def _retrofit(trust: bool, transport: Transport) -> Callable[[str, str], object]:
+    return lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint, transport),
+                                                    dry_run=True, trust_page_stats=trust)
 
 
 TOOLS: dict[str, Callable[[str, str], object]] = {
     "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=s3h.pyarrow_s3fs(endpoint),
                                                               pre_buffer=True),
-    "retrofit exact": lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint),
-                                                               dry_run=True),
-    "retrofit trust": lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint),
-                                                               dry_run=True, trust_page_stats=True),
+    **{f"retrofit {mode} via {transport.value}": _retrofit(mode == "trust", transport)
+       for mode in ("exact", "trust") for transport in (Transport.ARROW, Transport.FSSPEC)},
 }
 
 
@@ -143,13 +151,16 @@ def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str]) -> 
         for kind in kinds:
             key = f"{bucket}/{kind.name}.parquet"
             client.upload_file(str(files[kind.name]), bucket, f"{kind.name}.parquet")
+            runs: dict[str, list[Run]] = {tool: [] for tool in tools}
+            for _ in range(rounds):  # interleaved: a slow spell of the shared machine hits every tool
+                for tool in tools:
+                    runs[tool].append(measure(proxy, lambda: TOOLS[tool](proxy.endpoint, key)))
             for tool in tools:
-                runs = [measure(proxy, lambda: TOOLS[tool](proxy.endpoint, key)) for _ in range(rounds)]
-                best = median_run(runs)
+                best = median_run(runs[tool])
                 rows.append({"dataset": kind.label, "size": files[kind.name].stat().st_size, "tool": tool,
                              "seconds": best.seconds, "requests": best.requests,
                              "bytes_returned": best.bytes_returned})
-                print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs):.2f} s", flush=True)
+                print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs[tool]):.2f} s", flush=True)
     # One process runs every tool: its peak RSS bounds each of them, it does not tell them apart.
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "peak_rss": peak_rss}

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from pageindex.errors import NotParquetError, PageIndexError
 from pageindex.inspection import format_text, inspect_file
-from pageindex.io.storage import resolve, storage_options_from
+from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
 from pageindex.job.process import (
     JobOptions,
     add_bloom_arguments,
@@ -308,6 +308,7 @@ def storage_arguments() -> argparse.ArgumentParser:
     shared.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an fsspec storage option, repeatable; a dotted KEY nests "
                              "(client_kwargs.region_name=eu-west-1), a JSON VALUE is parsed (anon=true)")
+    add_transport_argument(shared)
     return shared
 
 
@@ -397,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as err:
             args.subparser.error(str(err))
     try:
-        args.storage_options = storage_options_from(args.s3_endpoint_url, args.storage_option)
+        args.storage_options = storage_options_from(args.s3_endpoint_url, args.storage_option, args.s3_transport)
     except ValueError as err:
         args.subparser.error(str(err))
     try:

@@ -81,6 +81,11 @@ class StorageError(PageIndexError):
     """Reading, writing or committing through the filesystem failed."""
 
 
+class UnmappedOptionError(PageIndexError):
+    """A storage option that Arrow's S3 client cannot honor exactly (the message says which and
+    why): the reads of that filesystem stay on fsspec."""
+
+
 class ConcurrentModificationError(StorageError):
     """The file changed while it was being processed, so it was not overwritten."""
 

@@ -1,21 +1,30 @@
-"""Storage: ranged reads of one file through the local OS or any fsspec filesystem, counted.
+"""Storage: ranged reads of one file through the local OS, Arrow's S3 client or any fsspec
+filesystem, counted.
 
 Every byte pageindex reads goes through a Source, so I/O claims can be asserted from its stats.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import fsspec
 
 from pageindex.errors import PageIndexError, StorageError
 from pageindex.io.read_plan import ReadOptions, ReadPlan
+from pageindex.io.transport import (
+    TRANSPORT_OPTION,
+    Transport,
+    mark_fsspec_reads,
+    open_arrow,
+    transport_option,
+)
 
 
 @contextmanager
@@ -75,6 +84,7 @@ class Source:
         self._kept: tuple[int, bytes] | None = None  # the end of the file, read once (keep_tail)
         self._spare = bytearray()
         self._spare_lock = threading.Lock()
+        self._remote: Callable[[int, int], bytes] | None = None  # Arrow's reads (open_source)
 
     @property
     def size(self) -> int:
@@ -105,9 +115,16 @@ class Source:
             if self._local:
                 data = os.pread(self.fileno(), end - offset, offset)
             else:
-                data = self.fs.cat_file(self.path, start=offset, end=end)
+                data = self._remote_read(offset, end - offset)
         self.stats.record(offset, len(data), purpose)
         return data
+
+    def _remote_read(self, offset: int, length: int) -> bytes:
+        """One ranged request: through Arrow's S3 client when open_source opened the object with
+        it, else through the fsspec filesystem. Thread-safe."""
+        if self._remote is not None:
+            return self._remote(offset, length)
+        return self.fs.cat_file(self.path, start=offset, end=offset + length)
 
     def read_view(self, offset: int, length: int, purpose: str = "data") -> bytes | memoryview:
         """`read`, but a big local read lands in a buffer this Source keeps, returned as a
@@ -186,7 +203,7 @@ class Source:
 
     def _fetch(self, offset: int, length: int, purpose: str) -> bytes:
         """One request of a plan (on its threads; errors are raised by the read that needs them)."""
-        data = self.fs.cat_file(self.path, start=offset, end=offset + length)
+        data = self._remote_read(offset, length)
         self.stats.record(offset, len(data), purpose)
         return data
 
@@ -284,11 +301,22 @@ def s3_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
     return options
 
 
-def storage_options_from(endpoint_url: str | None, pairs: Iterable[str] = ()) -> dict[str, Any]:
+def add_transport_argument(parser: argparse.ArgumentParser) -> None:
+    """`--s3-transport`, the same for every CLI command and the Spark job."""
+    parser.add_argument("--s3-transport", choices=[t.value for t in Transport], metavar="arrow|fsspec",
+                        help="how s3:// objects' bytes are read: Arrow's C++ S3 client (default; "
+                             "s3fs whenever a storage option has no exact Arrow equivalent) or s3fs")
+
+
+def storage_options_from(endpoint_url: str | None, pairs: Iterable[str] = (),
+                         transport: str | None = None) -> dict[str, Any]:
     """fsspec storage options from the command line: `--s3-endpoint-url URL` and repeated
     `--storage-option KEY=VALUE`, where a dotted KEY nests (client_kwargs.region_name=...) and a
-    VALUE that is JSON (true, 3, {"a": 1}) is taken as such, any other as text."""
+    VALUE that is JSON (true, 3, {"a": 1}) is taken as such, any other as text; `--s3-transport`
+    as the s3_transport option."""
     options: dict[str, Any] = {}
+    if transport:
+        options[TRANSPORT_OPTION] = Transport(transport).value
     if endpoint_url:
         options["client_kwargs"] = {"endpoint_url": endpoint_url}
     for pair in pairs:
@@ -312,12 +340,20 @@ def storage_options_from(endpoint_url: str | None, pairs: Iterable[str] = ()) ->
 
 def resolve(path: str, filesystem: Any = None, storage_options: dict[str, Any] | None = None
             ) -> tuple[Any, str]:
-    """The fsspec filesystem and the path within it for a local path or URL."""
+    """The fsspec filesystem and the path within it for a local path or URL. The storage option
+    `s3_transport` (a Transport: arrow, the default, or fsspec) chooses how a Source of an s3://
+    object reads its bytes; it is not passed to s3fs."""
     if filesystem is not None:
         return filesystem, path
     url = normalize_url(path)
     protocol = url.split("://", 1)[0] if "://" in url else "file"
-    options = s3_options(storage_options) if protocol == "s3" else {}
+    transport, rest = transport_option(storage_options or {})
+    options = s3_options(rest) if protocol == "s3" else {}
+    if transport is Transport.FSSPEC and protocol == "s3":
+        # Its own instance (not fsspec's cached one, which arrow-reading callers share) carries the mark.
+        fs, inner = fsspec.core.url_to_fs(url, skip_instance_cache=True, **options)
+        mark_fsspec_reads(fs)
+        return fs, inner
     fs, inner = fsspec.core.url_to_fs(url, **options)
     return fs, inner
 
@@ -355,7 +391,14 @@ def open_source(path: str, filesystem: Any = None) -> Source:
         source = Source(inner, fs, local_version(st))
         source._fd = fd
         return source
-    return Source(inner, fs, file_version(fs, inner))
+    with storage_errors("stat", inner):
+        remote = open_arrow(fs, inner)
+    if remote is None:
+        return Source(inner, fs, file_version(fs, inner))
+    # Arrow's open made the HEAD that gives the version: s3fs does not make another.
+    source = Source(inner, fs, FileVersion(remote.size, remote.mtime, remote.etag))
+    source._remote = remote.read
+    return source
 
 
 def local_version(st: os.stat_result) -> FileVersion:

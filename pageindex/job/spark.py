@@ -14,7 +14,7 @@ from typing import Any, NoReturn, Sequence
 
 from pageindex.errors import PageIndexError
 from pageindex.io.discovery import Discovery, discover
-from pageindex.io.storage import resolve, storage_options_from
+from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
 from pageindex.job import lake
 from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments, output_url, process_task
 from pageindex.job.report import summary, write_report
@@ -65,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an fsspec storage option, repeatable (as the pageindex CLI's)")
+    add_transport_argument(p)
     p.add_argument("--progress-seconds", type=float, default=30.0, metavar="N",
                    help="log a line of files done and tasks running every N seconds (default 30)")
     p.add_argument("--table-format", choices=lake.TABLE_FORMATS,
@@ -79,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     try:
-        return storage_options_from(args.s3_endpoint_url, args.storage_option)
+        return storage_options_from(args.s3_endpoint_url, args.storage_option, args.s3_transport)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
