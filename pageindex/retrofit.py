@@ -21,7 +21,7 @@ from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
-from pageindex.io.commit import COPY, PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries, is_s3
+from pageindex.io.commit import COPY, PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries
 from pageindex.io.storage import Source, resolve
 from pageindex.scan.memory import collector_paused
 from pageindex.verify import verify_source
@@ -122,8 +122,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     trust_page_stats: build a chunk's ColumnIndex bounds from its page-header statistics, without
     decoding values, where those can be trusted (see page_stats); other chunks are decoded exactly.
     stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
-    destination are removed once older than this; younger ones may belong to a live run. On S3
-    only a run that writes the object looks for them (it costs a request).
+    destination are removed once older than this; younger ones may belong to a live run.
     bloom_filter: "none", "auto" (the leaves where a filter pays, see index.bloom.options) or the
     dotted columns whose chunks get a split block bloom filter, sized for each chunk's distinct
     values at false positive rate bloom_fpp and at most bloom_max_bytes. A chunk that has a filter
@@ -143,10 +142,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     started = time.monotonic()
     dst_fs, dst_path = resolve(src if dst is None else dst,
                                filesystem if dst_filesystem is None else dst_filesystem)
-    # Finding a dead run's upload costs a request on S3, so only a run that writes the object looks
-    # there; a local listing costs nothing, so every run cleans, also for a file found indexed.
-    clean_first = not dry_run and not is_s3(dst_fs)
-    if clean_first:
+    if not dry_run:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
     opened = open_file(src, filesystem) if ahead is None else ahead.take()
     with opened.source as source, collector_paused():
@@ -159,8 +155,6 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                 return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started)
         if dst is None:
             dst_fs, dst_path = source.fs, source.path
-        if not dry_run and not clean_first:
-            clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
         pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
         with _undone_on_failure(source, pending):
             indexes, reports = compute_indexes(source, footer, plan, truncate_length)
