@@ -6,6 +6,7 @@ Every byte pageindex reads goes through a Source, so I/O claims can be asserted 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import stat
@@ -296,7 +297,8 @@ def normalize_url(url: str) -> str:
 def s3_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:
     """The caller's S3 options over pageindex's retry defaults (config_kwargs merged)."""
     options = dict(storage_options or {})
-    config = {**S3_RETRIES["config_kwargs"], **options.get("config_kwargs", {})}
+    # A copy: botocore rewrites the retries dict it is given (max_attempts -> total_max_attempts).
+    config = {**copy.deepcopy(S3_RETRIES["config_kwargs"]), **options.get("config_kwargs", {})}
     options["config_kwargs"] = config
     return options
 

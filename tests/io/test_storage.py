@@ -104,7 +104,9 @@ def test_retrofit_through_the_spare_is_byte_identical(small_reuse, tmp_path, mon
             result = pageindex.retrofit(str(f), str(out))
             outputs[mode, i] = (result.status, out.read_bytes() if out.exists() else None)
         if mode == "spare":
-            assert sum(reused) >= 20, "the spare buffer was hardly used"
+            # Small chunks decoded together (chunk_scan.GROUP_CHUNKS) come in one read, so a
+            # minority of reads takes the spare; enough to prove it changes no byte.
+            assert sum(reused) >= 10, "the spare buffer was hardly used"
             reused.clear()
     assert not any(reused)
     for i, f in enumerate(files):
