@@ -48,9 +48,7 @@ def _phase(name: str, pause_at: str | None) -> None:
 def _instrument(pause_at: str | None) -> None:
     import importlib
 
-    # (pageindex.retrofit names the function as an attribute; the module is in sys.modules)
     commit_mod = importlib.import_module("pageindex.io.commit")
-    retrofit_mod = importlib.import_module("pageindex.retrofit")
 
     real_copy = commit_mod._copy_prefix
 
@@ -105,14 +103,16 @@ def _instrument(pause_at: str | None) -> None:
 
     commit_mod._s3_call = s3_call
 
-    real_read_footer = retrofit_mod.read_footer
+    # retrofit reads the footer through format.opened (open_file), where the job may open it ahead
+    opened_mod = importlib.import_module("pageindex.format.opened")
+    real_read_footer = opened_mod.read_footer
 
     def read_footer(*a, **kw):
         footer = real_read_footer(*a, **kw)
         _phase("footer", pause_at)
         return footer
 
-    retrofit_mod.read_footer = read_footer
+    opened_mod.read_footer = read_footer
 
 
 def main(argv: list[str] | None = None) -> int:
