@@ -24,6 +24,7 @@ import fsspec
 
 from pageindex.errors import ConcurrentModificationError, StorageError
 from pageindex.io.storage import Source, current_version, local_version, storage_errors
+from pageindex.io.transport import is_s3
 
 COPY_BLOCK = 8 << 20
 # How the prefix copy labels its reads in the source's stats: what was read to copy, not to index.
@@ -327,10 +328,6 @@ def begin_commit(source: Source, prefix_length: int, dst: str, dst_fs: Any) -> P
     if isinstance(dst_fs, fsspec.implementations.local.LocalFileSystem):
         return _LocalCommit(source, prefix_length, dst, dst_fs)
     return PendingCommit(source, prefix_length, dst, dst_fs)
-
-
-def is_s3(fs: Any) -> bool:
-    return "s3" in (fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,))
 
 
 def _make_dirs(path: str) -> list[str]:

@@ -207,7 +207,7 @@ def open_arrow(fs: Any, path: str) -> ArrowObject | None:
     """The object at `path` (bucket/key) of s3fs `fs`, opened through Arrow; None when fs's
     options do not all map (said once per reason in the log), fs is not s3fs, or resolve() chose
     s3fs reads. Arrow's errors propagate (FileNotFoundError for a missing object)."""
-    if getattr(fs, _FSSPEC_MARK, False) or "s3" not in _protocols(fs):
+    if getattr(fs, _FSSPEC_MARK, False) or not is_s3(fs):
         return None
     try:
         kwargs = arrow_kwargs(getattr(fs, "storage_options", {}))
@@ -222,9 +222,10 @@ def open_arrow(fs: Any, path: str) -> ArrowObject | None:
     return ArrowObject(handle, handle.size(), mtime, meta.get("etag") or None, kwargs["retry_strategy"][1])
 
 
-def _protocols(fs: Any) -> tuple[str, ...]:
+def is_s3(fs: Any) -> bool:
+    """Whether fsspec filesystem `fs` is s3fs (its protocol is one name or a tuple of them)."""
     protocol = getattr(fs, "protocol", ())
-    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+    return "s3" in ((protocol,) if isinstance(protocol, str) else tuple(protocol))
 
 
 def _filesystem(kwargs: dict[str, Any], bucket: str) -> Any:
