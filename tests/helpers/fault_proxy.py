@@ -183,6 +183,9 @@ class FaultProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle's algorithm a small body waits
+            # for the client's delayed ACK of the headers (40 ms on Linux), a stall S3 does not add.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:  # quiet
                 pass
