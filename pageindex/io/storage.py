@@ -352,12 +352,31 @@ def resolve(path: str, filesystem: Any = None, storage_options: dict[str, Any] |
     transport, rest = transport_option(storage_options or {})
     options = s3_options(rest) if protocol == "s3" else {}
     if transport is Transport.FSSPEC and protocol == "s3":
-        # Its own instance (not fsspec's cached one, which arrow-reading callers share) carries the mark.
-        fs, inner = fsspec.core.url_to_fs(url, skip_instance_cache=True, **options)
-        mark_fsspec_reads(fs)
-        return fs, inner
+        return _fsspec_reading_s3(url, options)
     fs, inner = fsspec.core.url_to_fs(url, **options)
     return fs, inner
+
+
+# s3_transport=fsspec filesystems, one per distinct options (and process), as fsspec caches its
+# own s3fs instances: a run over many files builds one. They stay out of fsspec's cache, whose
+# instances other callers in the process share and read through Arrow: only these carry the mark.
+_fsspec_reading_lock = threading.Lock()
+_fsspec_reading: dict[str, Any] = {}
+
+
+def _fsspec_reading_s3(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The marked s3fs instance for these options (and what the URL itself sets, as a versionId
+    does), and the path within it."""
+    cls = fsspec.get_filesystem_class("s3")
+    token = json.dumps([os.getpid(), cls._get_kwargs_from_urls(url), options], sort_keys=True, default=repr)
+    with _fsspec_reading_lock:
+        fs = _fsspec_reading.get(token)
+        if fs is None:
+            fs, inner = fsspec.core.url_to_fs(url, skip_instance_cache=True, **options)
+            mark_fsspec_reads(fs)
+            _fsspec_reading[token] = fs
+            return fs, inner
+    return fs, fs._strip_protocol(url)
 
 
 def file_version(fs: Any, path: str) -> FileVersion:

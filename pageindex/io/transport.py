@@ -71,7 +71,8 @@ def transport_option(options: dict[str, Any]) -> tuple[Transport, dict[str, Any]
 
 def mark_fsspec_reads(fs: Any) -> None:
     """Keep the reads of Sources on this s3fs instance on s3fs (resolve() does it for
-    s3_transport=fsspec on an instance of its own, as fsspec shares cached ones)."""
+    s3_transport=fsspec on instances of its own, one per distinct options, as fsspec shares its
+    cached ones)."""
     setattr(fs, _FSSPEC_MARK, True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import s3fs
@@ -121,6 +122,34 @@ def test_fsspec_transport_chosen(proxied):
     assert fs is not arrow_fs
     assert _read_all(inner, fs) == (data, False)
     assert _read_all(inner, arrow_fs) == (data, True)
+
+
+def test_fsspec_transport_one_s3fs_per_options(proxied, monkeypatch):
+    """s3_transport=fsspec: one s3fs per distinct options, whatever the file or thread, kept out
+    of fsspec's instance cache, so the instance other fsspec users get still reads through Arrow."""
+    proxy, path, data = proxied
+    options = {**s3h.storage_options(proxy.endpoint), TRANSPORT_OPTION: "fsspec"}
+    built = []
+    real_init = s3fs.S3FileSystem.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "__init__", counting_init)
+    with ThreadPoolExecutor(2) as pool:
+        found = list(pool.map(lambda i: resolve(f"s3://{path}.{i}", storage_options=options), range(6)))
+    assert len(built) == 1 and all(fs is built[0] for fs, _ in found)
+    assert [inner for _, inner in found] == [f"{path}.{i}" for i in range(6)]
+    other = {**options, "config_kwargs": {"retries": {"max_attempts": 2, "mode": "standard"}}}
+    assert resolve(f"s3://{path}", storage_options=other)[0] is built[1] and len(built) == 2
+    monkeypatch.undo()
+
+    assert not any(fs in built for fs in s3fs.S3FileSystem._cache.values())
+    shared = s3fs.S3FileSystem(**s3_options(s3h.storage_options(proxy.endpoint)))
+    assert shared not in built
+    assert _read_all(path, built[0]) == (data, False)
+    assert _read_all(path, shared) == (data, True)
 
 
 def test_arrow_failure_is_a_storage_error(proxied):
