@@ -29,6 +29,7 @@ from pageindex.index.bloom.sbbf import (
     WORDS,
     build,
     contains,
+    fold_to_fpp,
     optimal_bytes,
 )
 from pageindex.io.storage import Source
@@ -43,8 +44,9 @@ _UNIONS = ((BloomFilterHeader.ALGORITHM, BloomFilterAlgorithm.BLOCK, "algorithm"
 
 @dataclass(frozen=True)
 class BloomFilter:
-    """A filter's bitset (little-endian uint32 words) and the distinct values it was built from
-    (None when read from a file: the count is not stored)."""
+    """A filter's bitset (little-endian uint32 words) and, when built here, an estimate of the
+    distinct values in it, from the set bits before folding (None when read from a file: the
+    count is not stored)."""
 
     words: np.ndarray
     ndv: int | None = None
@@ -84,9 +86,12 @@ class BloomFilter:
 
 def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: float = DEFAULT_FPP,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> BloomFilter:
-    """A chunk's filter, sized for its exact distinct count."""
+    """A chunk's filter, sized as pyarrow 26 sizes one without counting distinct values: every
+    hash goes into a filter sized for all the non-null values (at most `max_bytes`), which is then
+    folded to the size its set bits say `fpp` needs (sbbf.fold_to_fpp)."""
     hashes = chunk_hashes(values, physical_type)
-    return BloomFilter(build(hashes, optimal_bytes(len(hashes), fpp, max_bytes)), len(hashes))
+    unfolded = BloomFilter(build(hashes.hashes, optimal_bytes(hashes.inserted, fpp, max_bytes)))
+    return BloomFilter(fold_to_fpp(unfolded.words, fpp), unfolded.estimated_ndv())
 
 
 def might_contain(bloom: BloomFilter, value: object, physical_type: int) -> bool:
