@@ -77,11 +77,14 @@ class BloomFilter:
 
     def estimated_ndv(self) -> int:
         """The distinct values inserted, estimated from the set bits (a filter does not store
-        the count): k hashes leave a word's bit unset with probability (31/32)^k."""
-        unset = 1.0 - np.bitwise_count(self.words.reshape(-1, WORDS)) / 32.0
-        with np.errstate(divide="ignore"):
-            per_block = np.log(np.maximum(unset, 1.0 / 64)).mean(axis=1) / math.log(31.0 / 32.0)
-        return int(round(float(per_block.sum())))
+        the count): k hashes in a block leave each of its words' bits unset with probability
+        (31/32)^k, so a word with c bits set says k = log(1 - c/32) / log(31/32) (a full word
+        counts as 1/64 unset), and a block's k is its words' mean."""
+        return int(round(float(_HASHES_BY_SET_BITS[np.bitwise_count(self.words)].sum()) / WORDS))
+
+
+# The hashes a word's count of set bits (0..32) stands for, by estimated_ndv's formula.
+_HASHES_BY_SET_BITS = np.log(np.maximum(1.0 - np.arange(33) / 32.0, 1.0 / 64)) / math.log(31.0 / 32.0)
 
 
 def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: float = DEFAULT_FPP,

@@ -9,9 +9,10 @@ decoded, keeps a chunk's filter when both hold (measured in bench/bloom.py, see 
   filter would (a sorted column: statistics 88% of row groups, the filter 0% more);
 - at least AUTO_MIN_DISTINCT_SHARE of its values are distinct, by the estimate the filter's own
   set bits give before it is folded (BloomFilter.estimated_ndv: nothing counts distinct values
-  exactly; its error is in bench/RESULTS-bloom.md). Values spread evenly over the row groups of n rows from D distinct ones give a chunk a share s = (D/n)(1 - e^(-n/D)), and a
-  value present in the file is missing from another row group, where the filter can skip it, with
-  probability e^(-n/D): at s = 0.5 about 20%. Measured: s 0.37 skipped 7%, 0.74 46%, 0.94 79%,
+  exactly; its error is in bench/RESULTS-bloom.md). Values spread evenly over the row groups of
+  n rows from D distinct ones give a chunk a share s = (D/n)(1 - e^(-n/D)), and a value present
+  in the file is missing from another row group, where the filter can skip it, with probability
+  e^(-n/D): at s = 0.5 about 20%. Measured: s 0.37 skipped 7%, 0.74 46%, 0.94 79%,
   unique 87%.
 Whether the chunk is dictionary-encoded does not matter: only parquet-java prunes by dictionaries
 (DataFusion read every row group of a fully dictionary-encoded unique column), and a dictionary is

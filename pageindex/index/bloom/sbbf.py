@@ -60,6 +60,9 @@ def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
     if not len(hashes):
         return words.ravel()
     hashes = np.sort(hashes)
+    repeated = hashes[1:] == hashes[:-1]
+    if repeated.any():  # a repeated hash sets no new bit: fewer to reduce, for one compare each
+        hashes = hashes[np.concatenate(([True], ~repeated))]
     blocks = block_index(hashes, nblocks)
     first = np.empty(len(blocks), dtype=bool)
     first[0] = True
