@@ -403,7 +403,7 @@ def bloom_section(section: dict) -> list[str]:
             "Per column: the share of (row group, probed value) pairs that footer statistics rule out, "
             "and that the filter rules out on top, for values present in the file and absent ones "
             "(CPU: what the column's filter adds to the run without filters).", "",
-            "| column | what | distinct share (row group 0) | present: stats | present: + filter "
+            "| column | what | distinct share (row group 0, estimated) | present: stats | present: + filter "
             "| absent: stats | absent: + filter | CPU added s | auto keeps |",
             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     group_rows = section["rows"] // section["row_groups"]

@@ -124,8 +124,9 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
     destination are removed once older than this; younger ones may belong to a live run.
     bloom_filter: "none", "auto" (the leaves where a filter pays, see index.bloom.options) or the
-    dotted columns whose chunks get a split block bloom filter, sized for each chunk's distinct
-    values at false positive rate bloom_fpp and at most bloom_max_bytes. A chunk that has a filter
+    dotted columns whose chunks get a split block bloom filter, started at the size for each
+    chunk's values at false positive rate bloom_fpp, at most bloom_max_bytes, then folded as its
+    set bits allow (as pyarrow 26 does). A chunk that has a filter
     keeps it unless `force`. On a file that already has its page index, only named columns that
     lack filters make it processed again (without `force`).
     verify_existing: check an existing complete index against the data before keeping it (as

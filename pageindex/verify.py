@@ -130,10 +130,10 @@ def _check_bloom(chunk: ChunkMeta, values, bloom: BloomFilter, fail) -> None:
     if not eligible(chunk.leaf.physical_type):
         fail(None, "bloom filter", f"a filter on a {Type.name(chunk.leaf.physical_type)} column, which has none")
         return
-    hashes = chunk_hashes(values, chunk.leaf.physical_type, float_extras=False)
+    hashes = chunk_hashes(values, chunk.leaf.physical_type, float_extras=False).hashes
     missing = int((~bloom.might_contain_hashes(hashes)).sum())
     if missing:
-        fail(None, "bloom filter", f"{missing} of {len(hashes)} distinct values are not in the filter")
+        fail(None, "bloom filter", f"{missing} of {len(hashes)} values are not in the filter")
 
 
 def _check_offset_index(scan: ChunkScan, oi: OffsetIndexView, fail) -> None:

@@ -12,10 +12,8 @@ from pageindex.format.footer import Footer
 from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, Type
 from pageindex.format.thrift import Struct
 from pageindex.index import page_stats
-from pageindex.index.bloom.blob import BloomFilter
-from pageindex.index.bloom.chunk_hashes import chunk_hashes
+from pageindex.index.bloom.blob import build_filter
 from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
-from pageindex.index.bloom.sbbf import build, optimal_bytes
 from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
 from pageindex.index.fallback import Fallback
 from pageindex.index.plan import ChunkPlan
@@ -41,7 +39,7 @@ class ChunkReport:
     reason: str = ""
     source: str = EXACT  # EXACT: decoded values; PAGE_STATS: page-header statistics
     bloom_filter: int = 0  # bytes of the bloom filter written (header + bitset), 0 for none
-    bloom_ndv: int = 0  # distinct values inserted into it
+    bloom_ndv: int = 0  # distinct values inserted into it, estimated from its set bits before folding
     fallback: str = ""  # why it was decoded exactly though page-header statistics were trusted (a Fallback)
 
 
@@ -164,12 +162,11 @@ def _from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Com
     indexes, report = _indexes_from_scan(planned, scan, truncate_length)
     if planned.bloom is None or scan.values is None:
         return indexes, report
-    hashes = chunk_hashes(scan.values, planned.chunk.leaf.physical_type)
-    if planned.bloom.auto and not auto_keeps(len(hashes), len(scan.values), _ordered(indexes.column_index)):
+    bloom = build_filter(scan.values, planned.chunk.leaf.physical_type, planned.bloom.fpp, planned.bloom.max_bytes)
+    if planned.bloom.auto and not auto_keeps(bloom.ndv, len(scan.values), _ordered(indexes.column_index)):
         return indexes, report
-    blob = BloomFilter(build(hashes, optimal_bytes(len(hashes), planned.bloom.fpp, planned.bloom.max_bytes)),
-                       len(hashes)).to_bytes()
-    return replace(indexes, bloom_filter=blob), replace(report, bloom_filter=len(blob), bloom_ndv=len(hashes))
+    blob = bloom.to_bytes()
+    return replace(indexes, bloom_filter=blob), replace(report, bloom_filter=len(blob), bloom_ndv=bloom.ndv)
 
 
 def _ordered(ci: Struct | None) -> bool:

@@ -1,5 +1,6 @@
 """Bloom filter core (issue 27): XXH64 against the xxhash package, filters byte for byte against
-pyarrow's, no false negatives, the false positive rate, the header, sizing and the float rules."""
+pyarrow's (sizing by folding included), no false negatives, the false positive rate, the header and
+the float rules."""
 from __future__ import annotations
 
 import decimal
@@ -23,10 +24,10 @@ from pageindex.index.bloom.blob import (
     probe_hash,
     read_filter,
 )
-from pageindex.index.bloom.chunk_hashes import chunk_hashes, distinct, eligible
+from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.bloom.hashing import BLOCK, xxh64_u64
-from pageindex.index.bloom.path import ENV, NUMBA, NUMPY, kernel
-from pageindex.index.bloom.sbbf import build, expected_fpp, optimal_bytes
+from pageindex.index.bloom.path import ENV, NUMPY, kernel
+from pageindex.index.bloom.sbbf import SALT, build, expected_fpp, optimal_bytes
 from pageindex.io.storage import open_source
 from pageindex.scan.chunk_scan import scan_chunk
 
@@ -133,22 +134,15 @@ def fold(words: np.ndarray, num_bytes: int) -> np.ndarray:
     return grid.ravel()
 
 
-def assert_same_or_folded(ours: dict[tuple[int, str], BloomFilter], theirs: dict[tuple[int, str], bytes],
-                          fpp: float) -> None:
-    """Byte-identical, except where pyarrow sized the filter one power of two apart: it folds to
-    an estimate of the distinct count, which can land on the other side of a size edge than the
-    exact count. There the larger filter folded to the smaller size must equal the smaller bit for
-    bit, and the exact count must lie within 3% of that edge. Those cases stay rare."""
-    assert ours.keys() == theirs.keys()
-    differ = [key for key in ours if ours[key].to_bytes() != theirs[key]]
-    for key in differ:
-        mine, pa_filter = ours[key], parse_filter(theirs[key])
-        small, large = sorted([mine, pa_filter], key=lambda f: f.num_bytes)
-        assert small.num_bytes < large.num_bytes, key
-        assert (fold(large.words, small.num_bytes) == small.words).all(), key
-        edges = optimal_bytes(int(0.97 * mine.ndv), fpp), optimal_bytes(int(1.03 * mine.ndv) + 1, fpp)
-        assert edges[0] <= small.num_bytes and large.num_bytes <= edges[1], key
-    assert len(differ) <= max(1, len(ours) // 10), differ
+def inserted(values: pa.Array, ptype: int = Type.INT64) -> int:
+    """The count our unfolded filter is sized for: pyarrow given it as ndv starts at our size."""
+    return chunk_hashes(values, ptype).inserted
+
+
+def pyarrow_filter(tmp_path: Path, values: pa.Array, ndv: int, fpp: float) -> BloomFilter:
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"x": values}), path, bloom_filter_options={"x": {"ndv": ndv, "fpp": fpp}})
+    return parse_filter(pyarrow_filters(path)[0, "x"])
 
 
 def typed_table(n: int) -> pa.Table:
@@ -164,7 +158,7 @@ def typed_table(n: int) -> pa.Table:
         "f64": pa.array(RNG.normal(size=n)),
         "date": pa.array((ints % 30000).astype(np.int32), pa.date32()),
         "ts": pa.array(ints % (1 << 50), pa.timestamp("us")),
-        "s": pa.array([None if x % 5 == 0 else f"k{x}-ü" for x in RNG.integers(0, n // 3, n)]),
+        "s": pa.array([None if i % 5 == 0 else f"k{x}-ü" for i, x in enumerate(RNG.integers(0, n // 3, n))]),
         "b": pa.array([RNG.bytes(int(x)) for x in RNG.integers(0, 80, n)], pa.binary()),
         "empty": pa.array([""] * n),
         "uuid": pa.array([RNG.bytes(16) for _ in range(n)], pa.binary(16)),
@@ -177,41 +171,105 @@ def typed_table(n: int) -> pa.Table:
 @pytest.mark.parametrize("fpp", [0.001, 0.01, 0.05, 0.3])
 @pytest.mark.parametrize("as_integer", [False, True])
 def test_filters_match_pyarrow(tmp_path, fpp, as_integer):
-    """pyarrow sizes for the ndv it is given (here >= the rows) and folds down to about the actual
-    distinct count; ours is sized for the exact count. Header and bitset agree byte for byte but for
-    the fold estimate's edge cases (assert_same_or_folded). Decimals both ways: INT32/INT64 and
-    big-endian FIXED_LEN_BYTE_ARRAY."""
+    """pyarrow given as ndv the count we start from, the non-null values (every chunk of a column
+    has the same: equal row groups, every fifth string null; no float zero or NaN) inserts the same hashes and folds by the same rule:
+    header and bitset byte for byte. Decimals both ways: INT32/INT64 and big-endian
+    FIXED_LEN_BYTE_ARRAY."""
     table = typed_table(6000)
     path = tmp_path / "typed.parquet"
-    options = {name: {"ndv": len(table), "fpp": fpp} for name in table.column_names}
-    pq.write_table(table, path, row_group_size=2500, bloom_filter_options=options,
+    chunk = table[:2000]
+    assert all(inserted(chunk[name], ptype) == 2000 for name, ptype in [("f32", Type.FLOAT), ("f64", Type.DOUBLE)])
+    options = {name: {"ndv": 2000 - chunk[name].null_count, "fpp": fpp} for name in table.column_names}
+    pq.write_table(table, path, row_group_size=2000, bloom_filter_options=options,
                    store_decimal_as_integer=as_integer)
     theirs = pyarrow_filters(path)
     assert len(theirs) == 3 * table.num_columns
-    assert_same_or_folded(our_filters(path, fpp), theirs, fpp)
+    ours = our_filters(path, fpp)
+    assert {key: bloom.to_bytes() for key, bloom in ours.items()} == theirs
 
 
-@pytest.mark.parametrize("distinct", [1, 2, 10, 846, 847, 1692, 1693, 50_000])
-def test_sizes_follow_the_distinct_count_like_pyarrow(tmp_path, distinct):
-    """Distinct counts on both sides of power-of-two size boundaries (fpp 0.01: 846.1 values per
-    1 KiB), and values repeated so the row count is not the distinct count."""
-    values = np.tile(RNG.permutation(np.unique(RNG.integers(0, 1 << 40, 2 * distinct + 10)))[:distinct], 3)
-    path = tmp_path / "sizes.parquet"
-    pq.write_table(pa.table({"x": values}), path, bloom_filter_options={"x": {"ndv": len(values), "fpp": 0.01}})
-    ours = our_filters(path, 0.01)
-    assert_same_or_folded(ours, pyarrow_filters(path), 0.01)
-    assert ours[0, "x"].num_bytes == optimal_bytes(len(np.unique(values)), 0.01)
+def fold_edges(values: np.ndarray, fpp: float) -> list[int]:
+    """The distinct counts k at which the filter of len(values) values drawn from values[:k]
+    folds once less than from k - 1 (the fold count falls as k grows: each prefix's bits are a
+    subset of the next one's), found by bisection between counts that fold differently."""
+    count = len(values)
+
+    def size(k: int) -> int:
+        return build_filter(pa.array(values[:k][np.arange(count) % k]), Type.INT64, fpp).num_bytes
+
+    edges, pending = [], [(1, count)]
+    while pending:
+        low, high = pending.pop()
+        if size(low) == size(high):
+            continue
+        if high == low + 1:
+            edges.append(high)
+            continue
+        mid = (low + high) // 2
+        pending += [(low, mid), (mid, high)]
+    return sorted(edges)
+
+
+@pytest.mark.parametrize("count, fpp", [(3000, 0.01), (1000, 0.2)])
+def test_fold_edges_match_pyarrow(tmp_path, count, fpp):
+    """On both sides of every distinct count where the fold count changes, found by search, the
+    filter is pyarrow's byte for byte (values repeated so the row count is not the distinct
+    count): the same popcount, the same double arithmetic, the same comparison."""
+    values = RNG.permutation(np.unique(RNG.integers(0, 1 << 40, 2 * count)))[:count]
+    edges = fold_edges(values, fpp)
+    assert len(edges) >= 3, edges
+    table = {}
+    for k in edges:
+        for side in (k - 1, k):
+            table[f"k{side}"] = pa.array(values[:side][np.arange(count) % side])
+    path = tmp_path / "edges.parquet"
+    pq.write_table(pa.table(table), path, bloom_filter_options={c: {"ndv": count, "fpp": fpp} for c in table})
+    ours = our_filters(path, fpp)
+    theirs = pyarrow_filters(path)
+    assert {key: bloom.to_bytes() for key, bloom in ours.items()} == theirs
+    sizes = [ours[0, f"k{k}"].num_bytes for k in edges]
+    assert all(ours[0, f"k{k - 1}"].num_bytes == size // 2 for k, size in zip(edges, sizes))
+
+
+def test_a_capped_start_folds_by_the_same_rule(tmp_path):
+    """Capped by max_bytes, we start smaller than pyarrow (it starts at the size for all the
+    values, up to 128 MiB), so its fold decision can differ. What must hold: ours is pyarrow's
+    filter when pyarrow starts at our capped size, and both hold the same bits, the larger
+    folded to the smaller's size."""
+    values = pa.array(RNG.permutation(1 << 20)[:40_000].astype(np.int64))
+    cap = 4096
+    ours = build_filter(values, Type.INT64, 0.01, max_bytes=cap)
+    assert optimal_bytes(len(values), 0.01) > cap and ours.num_bytes == cap
+    ndv_at_cap = next(n for n in range(1, len(values)) if optimal_bytes(n + 1, 0.01) > cap)
+    assert optimal_bytes(ndv_at_cap, 0.01) == cap
+    assert ours.to_bytes() == pyarrow_filter(tmp_path, values, ndv_at_cap, 0.01).to_bytes()
+    uncapped = pyarrow_filter(tmp_path, values, len(values), 0.01)
+    small, large = sorted([ours, uncapped], key=lambda f: f.num_bytes)
+    assert (fold(large.words, small.num_bytes) == small.words).all()
+    few = pa.array(np.arange(50, dtype=np.int64)[np.arange(len(values)) % 50])  # folds far below the cap
+    assert build_filter(few, Type.INT64, 0.01, cap).to_bytes() == pyarrow_filter(tmp_path, few, ndv_at_cap, 0.01).to_bytes()
+
+
+@pytest.mark.parametrize("dtype", [pa.float32(), pa.float64()])
+def test_float_extras_match_pyarrow_when_already_present(tmp_path, dtype):
+    """With both zeros and the canonical NaN in the data, the extras add no new bits: pyarrow's
+    bytes, given as ndv the count with the extras."""
+    data = np.concatenate([RNG.normal(size=3000), [0.0, -0.0, np.nan, np.nan]])
+    values = pa.array(RNG.permutation(data), dtype)
+    ptype = Type.FLOAT if dtype == pa.float32() else Type.DOUBLE
+    assert inserted(values, ptype) == len(values) + 3  # two zeros and one NaN added
+    ours = build_filter(values, ptype)
+    assert ours.to_bytes() == pyarrow_filter(tmp_path, values, inserted(values, ptype), 0.01).to_bytes()
 
 
 def test_signed_zero_differs_from_pyarrow_by_the_other_zero(tmp_path):
     """Not identical on purpose: pyarrow inserts -0.0 only, we insert 0.0 too (an engine probes
     `x = 0.0` with 0.0's bytes). Our bitset is pyarrow's plus exactly +0.0's bits."""
     values = pa.array(np.concatenate([RNG.normal(size=500), [-0.0]]))
-    path = tmp_path / "zero.parquet"
-    pq.write_table(pa.table({"x": values}), path, bloom_filter_options={"x": {"ndv": 600, "fpp": 0.01}})
-    theirs = parse_filter(pyarrow_filters(path)[0, "x"])
+    assert inserted(values, Type.DOUBLE) == 503
+    theirs = pyarrow_filter(tmp_path, values, 503, 0.01)
     ours = build_filter(values, Type.DOUBLE)
-    assert ours.ndv == 502 and ours.num_bytes == theirs.num_bytes
+    assert ours.num_bytes == theirs.num_bytes
     assert not (ours.words == theirs.words).all()
     plus_zero = build(np.array([probe_hash(0.0, Type.DOUBLE)]), theirs.num_bytes)
     assert (ours.words == (theirs.words | plus_zero)).all()
@@ -226,26 +284,29 @@ def test_dictionary_values_give_the_plain_filter():
 def test_sliced_arrays_hash_their_own_values():
     strings = pa.array([f"s{i}" for i in range(100)])
     ints = pa.array(np.arange(100, dtype=np.int64))
-    whole = chunk_hashes(pa.array([f"s{i}" for i in range(40, 60)]), Type.BYTE_ARRAY)
-    assert (np.sort(chunk_hashes(strings[40:60], Type.BYTE_ARRAY)) == np.sort(whole)).all()
-    expected = np.sort(xxh64_u64(np.arange(40, 60, dtype=np.int64)))
-    assert (np.sort(chunk_hashes(ints[40:60], Type.INT64)) == expected).all()
+    whole = chunk_hashes(pa.array([f"s{i}" for i in range(40, 60)]), Type.BYTE_ARRAY).hashes
+    assert (chunk_hashes(strings[40:60], Type.BYTE_ARRAY).hashes == whole).all()
+    expected = xxh64_u64(np.arange(40, 60, dtype=np.int64))
+    assert (chunk_hashes(ints[40:60], Type.INT64).hashes == expected).all()
 
 
-def test_both_paths_count_and_set_the_same(monkeypatch):
-    """Distinct hashes (duplicates, the hash 0 that marks the compiled set's empty slots) and
-    bitsets agree between the numpy and the compiled path, and with Python's set."""
-    pytest.importorskip("numba")
-    hashes = RNG.integers(0, 1 << 64, 30_000, dtype=np.uint64, endpoint=False)
-    hashes = np.concatenate([hashes, hashes[:5000], np.zeros(3, np.uint64)])
-    results = {}
-    for path in (NUMPY, NUMBA):
-        monkeypatch.setenv(ENV, path)
-        unique = distinct(hashes) if path == NUMPY else kernel().distinct(hashes)
-        results[path] = np.sort(unique), build(unique, optimal_bytes(len(unique), 0.01))
-    assert (results[NUMPY][0] == np.array(sorted(set(hashes.tolist())), dtype=np.uint64)).all()
-    assert (results[NUMPY][0] == results[NUMBA][0]).all()
-    assert (results[NUMPY][1] == results[NUMBA][1]).all()
+def insert_reference(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
+    """BloomFilter.md's insert, one hash at a time in Python integers."""
+    words = [0] * (num_bytes // 4)
+    for h in map(int, hashes):
+        block = ((h >> 32) * (num_bytes // 32)) >> 32
+        for i, salt in enumerate(SALT.tolist()):
+            words[8 * block + i] |= 1 << ((((h & 0xFFFFFFFF) * salt) & 0xFFFFFFFF) >> 27)
+    return np.array(words, dtype=np.uint32)
+
+
+def test_build_sets_the_spec_bits_in_any_order():
+    """Unsorted hashes with duplicates and the hash 0, on the path in force, against the spec's
+    insert done by hand."""
+    hashes = RNG.integers(0, 1 << 64, 3000, dtype=np.uint64, endpoint=False)
+    hashes = RNG.permutation(np.concatenate([hashes, hashes[:500], np.zeros(3, np.uint64)]))
+    for num_bytes in (32, 1024, 8192):
+        assert (build(hashes, num_bytes) == insert_reference(hashes, num_bytes)).all()
 
 
 def test_the_switch(monkeypatch, bloom_path):
@@ -303,9 +364,17 @@ def test_float_zeros_and_nan(ptype, dtype, zero):
 
 
 def test_nulls_and_booleans():
-    assert len(chunk_hashes(pa.array([None, None], pa.int64()), Type.INT64)) == 0
-    empty = build_filter(pa.array([None], pa.string()), Type.BYTE_ARRAY)
-    assert empty.ndv == 0 and empty.num_bytes == 32 and not empty.words.any()
+    nulls = chunk_hashes(pa.array([None, None], pa.int64()), Type.INT64)
+    assert len(nulls.hashes) == 0 and nulls.inserted == 0
+    for values in (pa.array([None], pa.string()), pa.array([], pa.string())):
+        empty = build_filter(values, Type.BYTE_ARRAY)
+        assert empty.ndv == 0 and empty.num_bytes == 32 and not empty.words.any()
+
+
+def test_an_all_null_chunk_is_pyarrows_empty_filter(tmp_path):
+    """pyarrow writes the 32-byte empty filter whatever ndv it was given (no bit set)."""
+    values = pa.array([None] * 100, pa.int64())
+    assert build_filter(values, Type.INT64).to_bytes() == pyarrow_filter(tmp_path, values, 5000, 0.01).to_bytes()
     assert not eligible(Type.BOOLEAN) and not eligible(Type.INT96)
     with pytest.raises(ValueError):
         chunk_hashes(pa.array([True]), Type.BOOLEAN)

@@ -29,6 +29,7 @@ from pageindex.index.bloom.sbbf import (
     WORDS,
     build,
     contains,
+    fold_to_fpp,
     optimal_bytes,
 )
 from pageindex.io.storage import Source
@@ -43,8 +44,9 @@ _UNIONS = ((BloomFilterHeader.ALGORITHM, BloomFilterAlgorithm.BLOCK, "algorithm"
 
 @dataclass(frozen=True)
 class BloomFilter:
-    """A filter's bitset (little-endian uint32 words) and the distinct values it was built from
-    (None when read from a file: the count is not stored)."""
+    """A filter's bitset (little-endian uint32 words) and, when built here, an estimate of the
+    distinct values in it, from the set bits before folding (None when read from a file: the
+    count is not stored)."""
 
     words: np.ndarray
     ndv: int | None = None
@@ -75,18 +77,24 @@ class BloomFilter:
 
     def estimated_ndv(self) -> int:
         """The distinct values inserted, estimated from the set bits (a filter does not store
-        the count): k hashes leave a word's bit unset with probability (31/32)^k."""
-        unset = 1.0 - np.bitwise_count(self.words.reshape(-1, WORDS)) / 32.0
-        with np.errstate(divide="ignore"):
-            per_block = np.log(np.maximum(unset, 1.0 / 64)).mean(axis=1) / math.log(31.0 / 32.0)
-        return int(round(float(per_block.sum())))
+        the count): k hashes in a block leave each of its words' bits unset with probability
+        (31/32)^k, so a word with c bits set says k = log(1 - c/32) / log(31/32) (a full word
+        counts as 1/64 unset), and a block's k is its words' mean."""
+        return int(round(float(_HASHES_BY_SET_BITS[np.bitwise_count(self.words)].sum()) / WORDS))
+
+
+# The hashes a word's count of set bits (0..32) stands for, by estimated_ndv's formula.
+_HASHES_BY_SET_BITS = np.log(np.maximum(1.0 - np.arange(33) / 32.0, 1.0 / 64)) / math.log(31.0 / 32.0)
 
 
 def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: float = DEFAULT_FPP,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> BloomFilter:
-    """A chunk's filter, sized for its exact distinct count."""
+    """A chunk's filter, sized as pyarrow 26 sizes one without counting distinct values: every
+    hash goes into a filter sized for all the non-null values (at most `max_bytes`), which is then
+    folded to the size its set bits say `fpp` needs (sbbf.fold_to_fpp)."""
     hashes = chunk_hashes(values, physical_type)
-    return BloomFilter(build(hashes, optimal_bytes(len(hashes), fpp, max_bytes)), len(hashes))
+    unfolded = BloomFilter(build(hashes.hashes, optimal_bytes(hashes.inserted, fpp, max_bytes)))
+    return BloomFilter(fold_to_fpp(unfolded.words, fpp), unfolded.estimated_ndv())
 
 
 def might_contain(bloom: BloomFilter, value: object, physical_type: int) -> bool:

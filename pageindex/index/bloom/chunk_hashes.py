@@ -1,9 +1,10 @@
-"""The distinct XXH64 hashes a column chunk's values put in its bloom filter.
+"""The XXH64 hashes a column chunk's values put in its bloom filter.
 
 Each value is hashed over its plain-encoded bytes; nulls are skipped and booleans get no filter.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
@@ -28,41 +29,44 @@ def eligible(physical_type: int) -> bool:
     return physical_type in ELIGIBLE
 
 
-def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int, float_extras: bool = True) -> np.ndarray:
-    """The distinct hashes of the non-null values: sorted on the numpy path (sbbf.build needs them
-    so), in no order on the compiled one. Their count sizes the filter: it is the chunk's distinct
-    count of values barring a 64-bit collision, whose values set the same bits anyway (pyarrow sizes
-    by an estimate of the distinct hashes from the filled bits, so hashes are what it counts too).
-    float_extras adds the other zero and the canonical NaN as a filter holds them, without it only
-    the values' own."""
-    compiled = kernel()
+@dataclass(frozen=True)
+class ChunkHashes:
+    """What a chunk puts in its filter: `hashes`, one per non-null value in no order (a
+    dictionary's entries in use once each) plus the float extras, and `inserted`, the non-null
+    values plus those extras: the count the unfolded filter is sized for (whatever the encoding,
+    so a chunk gets the same filter dictionary-encoded or not)."""
+
+    hashes: np.ndarray
+    inserted: int
+
+
+def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int, float_extras: bool = True) -> ChunkHashes:
+    """The hashes of the non-null values. float_extras adds the other zero and the canonical NaN
+    as a filter holds them, without it only the values' own."""
+    xxh64 = kernel() or hashing
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    parts = [_hashes(chunk, physical_type, float_extras, compiled or hashing) for chunk in chunks if len(chunk)]
-    hashes = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    return compiled.distinct(hashes) if compiled else distinct(hashes)
+    parts = [_hashes(chunk, physical_type, float_extras, xxh64) for chunk in chunks if len(chunk)]
+    hashes = np.concatenate([h for h, _ in parts]) if parts else np.empty(0, dtype=np.uint64)
+    return ChunkHashes(hashes, sum(n for _, n in parts))
 
 
-def distinct(hashes: np.ndarray) -> np.ndarray:
-    """Sorted unique values (np.unique is far slower on uint64 than a sort and a compare)."""
-    out = np.sort(hashes)
-    if len(out) < 2:
-        return out
-    keep = np.empty(len(out), dtype=bool)
-    keep[0] = True
-    np.not_equal(out[1:], out[:-1], out=keep[1:])
-    return out[keep]
-
-
-def _hashes(array: pa.Array, physical_type: int, float_extras: bool, xxh64: ModuleType) -> np.ndarray:
+def _hashes(array: pa.Array, physical_type: int, float_extras: bool, xxh64: ModuleType) -> tuple[np.ndarray, int]:
     """The values' hashes, by `xxh64` (pageindex.index.bloom.hashing or the compiled kernel: the
-    same functions)."""
+    same functions), and the count of values they stand for (ChunkHashes.inserted)."""
     if isinstance(array, pa.DictionaryArray) and physical_type in (Type.FLOAT, Type.DOUBLE):
         array = array.dictionary_decode()  # the extras depend on the values used, not the dictionary's
     if isinstance(array, pa.DictionaryArray):
         # Only the entries in use: marked in one pass over the indices, where np.unique would sort them.
         used = np.zeros(len(array.dictionary), dtype=bool)
         used[array.indices.drop_null().to_numpy(zero_copy_only=False)] = True
-        return _hashes(array.dictionary.filter(pa.array(used)), physical_type, float_extras, xxh64)
+        hashes, _ = _hashes(array.dictionary.filter(pa.array(used)), physical_type, float_extras, xxh64)
+        return hashes, len(array) - array.null_count
+    hashes = _plain_hashes(array, physical_type, float_extras, xxh64)
+    return hashes, len(hashes)
+
+
+def _plain_hashes(array: pa.Array, physical_type: int, float_extras: bool, xxh64: ModuleType) -> np.ndarray:
+    """The hashes of a plain (not dictionary) array's non-null values, with the float extras."""
     array = array.drop_null() if array.null_count else array
     if pa.types.is_integer(array.type) and array.type.bit_width < 32:
         array = array.cast(pa.int32())  # INT8/16 and UINT8/16 are stored as INT32 (extended)

@@ -1,4 +1,4 @@
-"""The bloom filter's hot loops compiled with numba: XXH64, the distinct hashes, the SBBF insert.
+"""The bloom filter's hot loops compiled with numba: XXH64 and the SBBF insert.
 
 Same names as pageindex.index.bloom.hashing; imported by pageindex.index.bloom.path on the first filter.
 """
@@ -17,9 +17,6 @@ ZERO = np.uint64(0)
 U64_27 = np.uint64(27)
 U64_32 = np.uint64(32)
 U64_MASK32 = np.uint64(0xFFFFFFFF)
-# Hashes per range that `distinct` deduplicates at a time: its set (twice as many slots, 8 bytes
-# each) then fits a core's L1/L2 cache.
-PART_SIZE = 2048
 
 # cache: compiled machine code is kept in __pycache__ beside this file, or in the user's cache
 # directory when that is read-only (NUMBA_CACHE_DIR overrides both), so a process after the first
@@ -133,68 +130,6 @@ def xxh64_offsets(data, offsets):
     for i in range(len(out)):
         out[i] = _xxh64_bytes(data, offsets[i], offsets[i + 1] - offsets[i])
     return out
-
-
-@njit(inline="always", **_JIT)
-def _part(h, parts):
-    """The range of hashes h falls in, by its top 32 bits as the filter picks a block: ranges
-    ascend with the blocks they fill."""
-    return np.int64(((h >> U64_32) * np.uint64(parts)) >> U64_32)
-
-
-@njit(**_JIT)
-def distinct(hashes):
-    """The distinct hashes, grouped by range of their top bits (so `insert` fills one stretch of
-    the filter at a time). The hashes are first scattered into ranges of about PART_SIZE each, then
-    each range is deduplicated in a small open-addressing set (linear probing, at most half full,
-    indexed by the low bits) that stays in the CPU cache; one set over all of them would miss the
-    cache on nearly every probe. 0 marks an empty slot, so the hash 0 is tracked apart."""
-    n = len(hashes)
-    parts = 1
-    while n > parts * PART_SIZE:
-        parts *= 2
-    starts = np.zeros(parts + 1, dtype=np.int64)
-    for h in hashes:
-        starts[_part(h, parts) + 1] += 1
-    largest = 0
-    for p in range(parts):
-        largest = max(largest, starts[p + 1])
-        starts[p + 1] += starts[p]
-    grouped = np.empty(n, dtype=np.uint64)
-    filled = starts[:-1].copy()
-    for h in hashes:
-        p = _part(h, parts)
-        grouped[filled[p]] = h
-        filled[p] += 1
-    size = 16
-    while size < 2 * largest:
-        size *= 2
-    mask = np.uint64(size - 1)
-    table = np.empty(size, dtype=np.uint64)
-    count = 0
-    seen_zero = False
-    for p in range(parts):
-        table[:] = ZERO
-        for i in range(starts[p], starts[p + 1]):
-            h = grouped[i]
-            if h == ZERO:
-                if not seen_zero:
-                    seen_zero = True
-                    grouped[count] = h
-                    count += 1
-                continue
-            slot = h & mask
-            while True:
-                held = table[slot]
-                if held == h:
-                    break
-                if held == ZERO:
-                    table[slot] = h
-                    grouped[count] = h  # count <= i: compacting in place never overtakes the reading
-                    count += 1
-                    break
-                slot = (slot + np.uint64(1)) & mask
-    return grouped[:count].copy()
 
 
 @njit(**_JIT)

@@ -7,10 +7,12 @@ decoded, keeps a chunk's filter when both hold (measured in bench/bloom.py, see 
 - its ColumnIndex is not ordered (over AUTO_MIN_ORDERED_PAGES pages or more: two random pages are
   in order half the time): on sorted data min/max statistics already rule out the row groups a
   filter would (a sorted column: statistics 88% of row groups, the filter 0% more);
-- at least AUTO_MIN_DISTINCT_SHARE of its non-null values are distinct. Values spread evenly over
-  the row groups of n rows from D distinct ones give a chunk a share s = (D/n)(1 - e^(-n/D)), and a
-  value present in the file is missing from another row group, where the filter can skip it, with
-  probability e^(-n/D): at s = 0.5 about 20%. Measured: s 0.37 skipped 7%, 0.74 46%, 0.94 79%,
+- at least AUTO_MIN_DISTINCT_SHARE of its values are distinct, by the estimate the filter's own
+  set bits give before it is folded (BloomFilter.estimated_ndv: nothing counts distinct values
+  exactly; its error is in bench/RESULTS-bloom.md). Values spread evenly over the row groups of
+  n rows from D distinct ones give a chunk a share s = (D/n)(1 - e^(-n/D)), and a value present
+  in the file is missing from another row group, where the filter can skip it, with probability
+  e^(-n/D): at s = 0.5 about 20%. Measured: s 0.37 skipped 7%, 0.74 46%, 0.94 79%,
   unique 87%.
 Whether the chunk is dictionary-encoded does not matter: only parquet-java prunes by dictionaries
 (DataFusion read every row group of a fully dictionary-encoded unique column), and a dictionary is
@@ -75,5 +77,5 @@ def bloom_options(spec: str | list[str] | tuple[str, ...] | None, fpp: float = D
 
 
 def auto_keeps(ndv: int, values: int, ordered: bool) -> bool:
-    """auto's rule for one decoded chunk (see the module docstring)."""
+    """auto's rule for one decoded chunk (see the module docstring); `ndv` is the estimate."""
     return not ordered and values > 0 and ndv >= AUTO_MIN_DISTINCT_SHARE * values

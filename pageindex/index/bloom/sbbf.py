@@ -47,10 +47,11 @@ def expected_fpp(ndv: int, num_bytes: int) -> float:
 
 
 def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
-    """The bitset words holding the distinct `hashes` of chunk_hashes: in any order when compiled,
-    sorted on the numpy path. There a sorted hash gives a non-decreasing block index, so each
-    block's bits are OR-reduced over a run of neighbours and written once: no scratch
-    proportional to the filter's bits."""
+    """The bitset words holding `hashes`, in any order, duplicates allowed. The numpy path sorts
+    them first: a sorted hash gives a non-decreasing block index, so each block's bits are
+    OR-reduced over a run of neighbours and written once, with no scratch proportional to the
+    filter's bits (measured against np.bitwise_or.at and grouping by the 32-bit block index, both
+    slower: bench/RESULTS-bloom.md)."""
     nblocks = num_bytes // BLOCK_BYTES
     compiled = kernel()
     if compiled:
@@ -58,6 +59,10 @@ def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
     words = np.zeros((nblocks, WORDS), dtype=np.uint32)
     if not len(hashes):
         return words.ravel()
+    hashes = np.sort(hashes)
+    repeated = hashes[1:] == hashes[:-1]
+    if repeated.any():  # a repeated hash sets no new bit: fewer to reduce, for one compare each
+        hashes = hashes[np.concatenate(([True], ~repeated))]
     blocks = block_index(hashes, nblocks)
     first = np.empty(len(blocks), dtype=bool)
     first[0] = True
@@ -70,6 +75,35 @@ def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
         _lane_mask(key, i, mask)
         words[targets, i] = np.bitwise_or.reduceat(mask, runs)
     return words.ravel()
+
+
+def fold_to_fpp(words: np.ndarray, fpp: float) -> np.ndarray:
+    """The bitset folded as far as `fpp` allows, exactly as Arrow C++ (pyarrow 26) folds its
+    filters (BlockSplitBloomFilter::FoldToTargetFpp): no bit set gives the minimum size, else
+    fold_count folds, each ORing consecutive groups of blocks. The result is the filter that
+    size would have built from the same hashes, as ((h >> 32) * n/2^k) >> 32 ==
+    (((h >> 32) * n) >> 32) >> k."""
+    set_bits = int(np.bitwise_count(words).sum())
+    if set_bits == 0:
+        return np.zeros(MIN_BYTES // 4, dtype=np.uint32)
+    folds = fold_count(len(words) // WORDS, set_bits / (32 * len(words)), fpp)
+    if not folds:
+        return words
+    return np.bitwise_or.reduce(words.reshape(-1, 1 << folds, WORDS), axis=1).ravel()
+
+
+def fold_count(nblocks: int, fill: float, fpp: float) -> int:
+    """Arrow C++'s NumFoldsForTargetFpp, in the same double arithmetic: each fold turns the
+    share of unset bits u into u^2, and the estimated fpp is (1 - u)^8 (math.pow is libm's pow,
+    as std::pow); fold while that stays within `fpp`, at most down to one block."""
+    folds = 0
+    unset = 1.0 - fill
+    for _ in range(nblocks.bit_length() - 1 if nblocks >= 2 else 0):
+        unset *= unset
+        if math.pow(1.0 - unset, WORDS) > fpp:
+            break
+        folds += 1
+    return folds
 
 
 def contains(words: np.ndarray, hashes: np.ndarray) -> np.ndarray:
