@@ -1,4 +1,4 @@
-"""The bloom filter's hot loops compiled with numba: XXH64 and the SBBF insert.
+"""The bloom filter's hot loops compiled with numba: XXH64, the SBBF insert, the set-bit counts.
 
 Same names as pageindex.index.bloom.hashing; imported by pageindex.index.bloom.path on the first filter.
 """
@@ -15,6 +15,8 @@ SEED1 = np.uint64((int(P1) + int(P2)) % (1 << 64))
 SEED4 = np.uint64(-int(P1) % (1 << 64))
 ZERO = np.uint64(0)
 U32_27 = np.uint32(27)
+# Popcount by halves (SWAR), which LLVM turns into the popcnt instruction.
+M1, M2, M4, H01 = np.uint32(0x55555555), np.uint32(0x33333333), np.uint32(0x0F0F0F0F), np.uint32(0x01010101)
 U64_32 = np.uint64(32)
 U64_MASK32 = np.uint64(0xFFFFFFFF)
 
@@ -162,3 +164,15 @@ def insert(hashes, nblocks, salt):
             for i in range(4):
                 pairs[base + i] |= masks[i, j]
     return pairs.view(np.uint32)
+
+
+@njit(**_JIT)
+def set_bit_counts(words):
+    """How many of the uint32 words have each number of bits set, 0 to 32."""
+    counts = np.zeros(33, dtype=np.int64)
+    for w in words:
+        x = np.uint32(w - ((w >> np.uint32(1)) & M1))
+        x = np.uint32((x & M2) + ((x >> np.uint32(2)) & M2))
+        x = np.uint32((x + (x >> np.uint32(4))) & M4)
+        counts[np.uint32(x * H01) >> np.uint32(24)] += 1
+    return counts

@@ -98,6 +98,14 @@ def fold_to_fpp(words: np.ndarray, fpp: float) -> np.ndarray:
     return pairs.view(np.uint32).ravel()
 
 
+def set_bit_counts(words: np.ndarray) -> np.ndarray:
+    """How many of the bitset's words have each number of bits set, 0 to 32 (33 counts)."""
+    compiled = kernel()
+    if compiled:
+        return compiled.set_bit_counts(words)
+    return np.bincount(np.bitwise_count(words), minlength=33)
+
+
 def fold_count(nblocks: int, fill: float, fpp: float) -> int:
     """Arrow C++'s NumFoldsForTargetFpp, in the same double arithmetic: each fold turns the
     share of unset bits u into u^2, and the estimated fpp is (1 - u)^8 (math.pow is libm's pow,
