@@ -64,7 +64,8 @@ def _read(data, pos, width):
     return out
 
 
-@njit(**_JIT)
+# Inlined into each caller's loop: a call per value cost as much as hashing a short string.
+@njit(inline="always", **_JIT)
 def _xxh64_bytes(data, start, length):
     """XXH64 (seed 0) of data[start : start + length]."""
     pos = start
