@@ -5,8 +5,9 @@ eligible column, with auto (both on the numpy and the compiled path when numba i
 with each column alone, each run in its own process, the runs interleaved round by round; a
 process's first filter with numba's cache cold and warm; filter bytes against pyarrow's for the same values and fpp; per column,
 the row groups filters rule out for present and absent values beyond what footer statistics do (the
-measurements behind auto's rule); a point lookup of an absent id before and after. Prints the
-markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
+measurements behind auto's rule); a point lookup of an absent id before and after; the reference:
+pyarrow's own writer's CPU cost of the same filters per value against build_filter's, on the same
+arrays (`--reference-only` runs just that). Prints the markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench import report
+from pageindex.format.parquet_thrift import Type
+from pageindex.index.bloom.blob import build_filter
+from pageindex.index.bloom.chunk_hashes import chunk_hashes
 from pageindex.index.bloom.path import AUTO, ENV, NUMBA, NUMPY
+from pageindex.index.bloom.sbbf import DEFAULT_MAX_BYTES, MAX_BYTES, optimal_bytes
 
 ROWS = 2_000_000
 ROW_GROUPS = 8
@@ -182,6 +189,75 @@ def pruning(table: pa.Table, path: Path, columns: list[str], group: int) -> dict
     return out
 
 
+@contextmanager
+def filter_path(path: str):
+    """Filters built in this process on `path` (pageindex.index.bloom.path reads ENV on every filter)."""
+    before = os.environ.get(ENV)
+    os.environ[ENV] = path
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = before
+
+
+def pyarrow_write_cpu(column: pa.ChunkedArray, group: int, ndv: int | None) -> tuple[float, int]:
+    """CPU seconds pyarrow's writer takes for one column (no compression, dictionary or statistics,
+    so what remains is encoding and, with `ndv`, the filters), and its filters' bytes."""
+    options = {"bloom_filter_options": {"c": {"ndv": ndv, "fpp": FPP}}} if ndv else {}
+    sink = pa.BufferOutputStream()
+    cpu = time.process_time()
+    pq.write_table(pa.table({"c": column}), sink, row_group_size=group, compression="none",
+                   use_dictionary=False, write_statistics=False, **options)
+    cpu = time.process_time() - cpu
+    meta = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata
+    return cpu, sum(meta.row_group(rg).column(0).bloom_filter_length or 0 for rg in range(meta.num_row_groups))
+
+
+def ours_cpu(column: pa.ChunkedArray, physical_type: int, group: int, path: str) -> tuple[float, int]:
+    """CPU seconds build_filter (and serializing) takes for each row group's slice of the column
+    on filter path `path`, and the filters' bytes."""
+    with filter_path(path):
+        cpu = time.process_time()
+        blobs = [build_filter(column.slice(start, group), physical_type).to_bytes()
+                 for start in range(0, len(column), group)]
+        return time.process_time() - cpu, sum(len(b) for b in blobs)
+
+
+def reference(table: pa.Table, src: Path, columns: list[str], group: int, rounds: int) -> dict[str, dict]:
+    """Per column, nanoseconds of CPU per value: pyarrow's writer with filters minus without, for
+    filters of the size ours start at (ndv chosen so pyarrow's OptimalNumOfBytes is our starting
+    size; it folds by the same rule), against build_filter on each path, on the same row groups.
+    Rounds interleaved after one untimed warm-up round (numba's code loaded); medians."""
+    schema = pq.ParquetFile(src).schema
+    paths = [NUMPY] + ([NUMBA] if importlib.util.find_spec("numba") is not None else [])
+    out = {}
+    for name in columns:
+        column = table.column(name)
+        physical_type = getattr(Type, schema.column(table.column_names.index(name)).physical_type)
+        ndv = chunk_hashes(column.slice(0, group), physical_type).inserted
+        start = optimal_bytes(ndv, FPP, DEFAULT_MAX_BYTES)
+        if optimal_bytes(ndv, FPP, MAX_BYTES) != start:  # pyarrow caps only at MAX_BYTES
+            raise ValueError(f"{name}: pyarrow's filter for ndv {ndv} would not start at {start} bytes")
+        runs: dict[str, list[float]] = {"pyarrow": [], **{path: [] for path in paths}}
+        for timed in [False] + [True] * rounds:
+            without, _ = pyarrow_write_cpu(column, group, None)
+            with_filters, theirs = pyarrow_write_cpu(column, group, ndv)
+            got = {path: ours_cpu(column, physical_type, group, path) for path in paths}
+            if timed:
+                runs["pyarrow"].append(with_filters - without)
+                for path, (cpu, _) in got.items():
+                    runs[path].append(cpu)
+        out[name] = {"type": Type.name(physical_type), "values": len(column), "start_bytes": start,
+                     "pyarrow_bytes": theirs, "our_bytes": got[paths[-1]][1],
+                     **{f"{key}_ns": 1e9 * statistics.median(cpu) / len(column) for key, cpu in runs.items()}}
+        print(f"reference {name}: " + ", ".join(f"{key} {out[name][f'{key}_ns']:.1f} ns/value" for key in runs),
+              flush=True)
+    return out
+
+
 def lookup_effect(path: Path, absent: int) -> dict:
     from pageindex.query.lookup import lookup
 
@@ -231,9 +307,22 @@ def run(rows: int, rounds: int) -> dict:
         effect = {name: {"pageindex": lookup_effect(path, rows + 1), "datafusion": datafusion_effect(path, rows + 1)}
                   for name, path in (("page index only", plain), ("page index + filters", out))}
         prune = pruning(table, out, eligible, group)
+        ref = reference(table, src, eligible, group, rounds)
         return {"rows": rows, "row_groups": ROW_GROUPS, "input_bytes": src.stat().st_size, "fpp": FPP,
                 "rounds": rounds, "runs": runs, "pyarrow_filter_bytes": theirs, "lookup": effect,
-                "pruning": prune, "columns": COLUMNS, "startup": first, "load_average": os.getloadavg()}
+                "pruning": prune, "columns": COLUMNS, "startup": first, "reference": ref, "load_average": os.getloadavg()}
+
+
+def run_reference(rows: int, rounds: int) -> dict:
+    """The reference measurement alone, on the same file (`--reference-only`)."""
+    table = dataset(rows)
+    group = rows // ROW_GROUPS
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "in.parquet"
+        pq.write_table(table, src, row_group_size=group, write_page_index=False)
+        ref = reference(table, src, [name for name in table.column_names if name != "flag"], group, rounds)
+    return {"rows": rows, "row_groups": ROW_GROUPS, "fpp": FPP, "rounds": rounds, "reference": ref,
+            "load_average": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -241,11 +330,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=ROWS)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--json", type=Path, help="also write the results as JSON (bench/run.py reads it)")
+    parser.add_argument("--reference-only", action="store_true",
+                        help="only pyarrow's writer's filter cost against build_filter's")
     args = parser.parse_args(argv)
-    results = run(args.rows, args.rounds)
+    results = (run_reference if args.reference_only else run)(args.rows, args.rounds)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))
-    print("\n".join(report.bloom_section(results)))
+    print("\n".join(report.bloom_reference(results) if args.reference_only else report.bloom_section(results)))
 
 
 if __name__ == "__main__":

@@ -418,6 +418,29 @@ def bloom_section(section: dict) -> list[str]:
     out += ["", "Point lookup of an absent id:", ""]
     out += [f"- {name}: pageindex lookup {r['pageindex']}; DataFusion {r['datafusion']}"
             for name, r in section["lookup"].items()]
+    return out + [""] + (bloom_reference(section) if section.get("reference") else [])
+
+
+def bloom_reference(section: dict) -> list[str]:
+    """The reference table: pyarrow's own writer's CPU cost of the same filters per value (with
+    minus without) beside build_filter's, and the share of issue 27's target each leaves."""
+    ref = section["reference"]
+    paths = [p for p in ("numpy", "numba") if all(f"{p}_ns" in r for r in ref.values())]
+    out = [f"Reference: CPU ns per value of one column's filters ({section['rows']:,} values, "
+           f"{section['row_groups']} row groups, fpp {section['fpp']:g}, median of {section['rounds']} "
+           "interleaved rounds after a warm-up). pyarrow: its writer with `bloom_filter_options` minus "
+           "without (no compression, dictionary or statistics; ndv chosen so its filter starts at our "
+           "size; it folds by the same rule); ours: `build_filter` and serializing, per row group, on "
+           "the same arrays.", "",
+           "| column | physical type | start bytes | pyarrow ns/value | "
+           + " | ".join(f"ours ({p}) ns/value" for p in paths) + " | filter bytes (ours = pyarrow) |",
+           "|---|---|---:|---:|" + "---:|" * len(paths) + "---|"]
+    for name, r in ref.items():
+        same = "yes" if r["our_bytes"] == r["pyarrow_bytes"] else f"no ({r['our_bytes']:,} / {r['pyarrow_bytes']:,})"
+        out.append(f"| {name} | {r['type']} | {r['start_bytes']:,} | {r['pyarrow_ns']:.1f} | "
+                   + " | ".join(f"{r[f'{p}_ns']:.1f}" for p in paths) + f" | {same} |")
+    if section.get("load_average"):
+        out += ["", "Load average at the end: " + ", ".join(f"{x:.2f}" for x in section["load_average"]) + "."]
     return out + [""]
 
 

@@ -31,6 +31,7 @@ from pageindex.index.bloom.sbbf import (
     contains,
     fold_to_fpp,
     optimal_bytes,
+    set_bit_counts,
 )
 from pageindex.io.storage import Source
 
@@ -80,7 +81,7 @@ class BloomFilter:
         the count): k hashes in a block leave each of its words' bits unset with probability
         (31/32)^k, so a word with c bits set says k = log(1 - c/32) / log(31/32) (a full word
         counts as 1/64 unset), and a block's k is its words' mean."""
-        return int(round(float(_HASHES_BY_SET_BITS[np.bitwise_count(self.words)].sum()) / WORDS))
+        return int(round(float(set_bit_counts(self.words) @ _HASHES_BY_SET_BITS) / WORDS))
 
 
 # The hashes a word's count of set bits (0..32) stands for, by estimated_ndv's formula.

@@ -46,7 +46,10 @@ def chunk_hashes(values: pa.Array | pa.ChunkedArray, physical_type: int, float_e
     xxh64 = kernel() or hashing
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     parts = [_hashes(chunk, physical_type, float_extras, xxh64) for chunk in chunks if len(chunk)]
-    hashes = np.concatenate([h for h, _ in parts]) if parts else np.empty(0, dtype=np.uint64)
+    if len(parts) == 1:
+        hashes = parts[0][0]  # the usual case, one Arrow chunk: no copy
+    else:
+        hashes = np.concatenate([h for h, _ in parts]) if parts else np.empty(0, dtype=np.uint64)
     return ChunkHashes(hashes, sum(n for _, n in parts))
 
 

@@ -83,13 +83,27 @@ def fold_to_fpp(words: np.ndarray, fpp: float) -> np.ndarray:
     fold_count folds, each ORing consecutive groups of blocks. The result is the filter that
     size would have built from the same hashes, as ((h >> 32) * n/2^k) >> 32 ==
     (((h >> 32) * n) >> 32) >> k."""
-    set_bits = int(np.bitwise_count(words).sum())
+    pairs = words.view(np.uint64)  # a block is four uint64 pairs of words: half the elements to touch
+    set_bits = int(np.bitwise_count(pairs).sum())
     if set_bits == 0:
         return np.zeros(MIN_BYTES // 4, dtype=np.uint32)
     folds = fold_count(len(words) // WORDS, set_bits / (32 * len(words)), fpp)
     if not folds:
         return words
-    return np.bitwise_or.reduce(words.reshape(-1, 1 << folds, WORDS), axis=1).ravel()
+    # Fold by halving, once per fold: numpy's OR-reduce over a middle axis of 2^folds blocks runs an
+    # inner loop per block and was slower (bench/RESULTS-bloom.md).
+    for _ in range(folds):
+        halves = pairs.reshape(-1, 2, WORDS // 2)
+        pairs = halves[:, 0] | halves[:, 1]
+    return pairs.view(np.uint32).ravel()
+
+
+def set_bit_counts(words: np.ndarray) -> np.ndarray:
+    """How many of the bitset's words have each number of bits set, 0 to 32 (33 counts)."""
+    compiled = kernel()
+    if compiled:
+        return compiled.set_bit_counts(words)
+    return np.bincount(np.bitwise_count(words), minlength=33)
 
 
 def fold_count(nblocks: int, fill: float, fpp: float) -> int:
