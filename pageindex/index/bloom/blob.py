@@ -81,11 +81,16 @@ class BloomFilter:
         the count): k hashes in a block leave each of its words' bits unset with probability
         (31/32)^k, so a word with c bits set says k = log(1 - c/32) / log(31/32) (a full word
         counts as 1/64 unset), and a block's k is its words' mean."""
-        return int(round(float(set_bit_counts(self.words) @ _HASHES_BY_SET_BITS) / WORDS))
+        return _ndv_estimate(set_bit_counts(self.words))
 
 
 # The hashes a word's count of set bits (0..32) stands for, by estimated_ndv's formula.
 _HASHES_BY_SET_BITS = np.log(np.maximum(1.0 - np.arange(33) / 32.0, 1.0 / 64)) / math.log(31.0 / 32.0)
+
+
+def _ndv_estimate(counts: np.ndarray) -> int:
+    """BloomFilter.estimated_ndv from set_bit_counts of the words."""
+    return int(round(float(counts @ _HASHES_BY_SET_BITS) / WORDS))
 
 
 def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: float = DEFAULT_FPP,
@@ -94,8 +99,9 @@ def build_filter(values: pa.Array | pa.ChunkedArray, physical_type: int, fpp: fl
     hash goes into a filter sized for all the non-null values (at most `max_bytes`), which is then
     folded to the size its set bits say `fpp` needs (sbbf.fold_to_fpp)."""
     hashes = chunk_hashes(values, physical_type)
-    unfolded = BloomFilter(build(hashes.hashes, optimal_bytes(hashes.inserted, fpp, max_bytes)))
-    return BloomFilter(fold_to_fpp(unfolded.words, fpp), unfolded.estimated_ndv())
+    unfolded = build(hashes.hashes, optimal_bytes(hashes.inserted, fpp, max_bytes))
+    counts = set_bit_counts(unfolded)  # one popcount pass serves the fold and the estimate
+    return BloomFilter(fold_to_fpp(unfolded, counts, fpp), _ndv_estimate(counts))
 
 
 def might_contain(bloom: BloomFilter, value: object, physical_type: int) -> bool:

@@ -77,21 +77,23 @@ def build(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
     return words.ravel()
 
 
-def fold_to_fpp(words: np.ndarray, fpp: float) -> np.ndarray:
+def fold_to_fpp(words: np.ndarray, counts: np.ndarray, fpp: float) -> np.ndarray:
     """The bitset folded as far as `fpp` allows, exactly as Arrow C++ (pyarrow 26) folds its
     filters (BlockSplitBloomFilter::FoldToTargetFpp): no bit set gives the minimum size, else
     fold_count folds, each ORing consecutive groups of blocks. The result is the filter that
     size would have built from the same hashes, as ((h >> 32) * n/2^k) >> 32 ==
-    (((h >> 32) * n) >> 32) >> k."""
-    pairs = words.view(np.uint64)  # a block is four uint64 pairs of words: half the elements to touch
-    set_bits = int(np.bitwise_count(pairs).sum())
+    (((h >> 32) * n) >> 32) >> k. `counts` is set_bit_counts(words), which the caller also
+    estimates the distinct values from."""
+    set_bits = int(counts @ np.arange(len(counts)))
     if set_bits == 0:
         return np.zeros(MIN_BYTES // 4, dtype=np.uint32)
     folds = fold_count(len(words) // WORDS, set_bits / (32 * len(words)), fpp)
     if not folds:
         return words
     # Fold by halving, once per fold: numpy's OR-reduce over a middle axis of 2^folds blocks runs an
-    # inner loop per block and was slower (bench/RESULTS-bloom.md).
+    # inner loop per block and was slower (bench/RESULTS-bloom.md). A block is four uint64 pairs of
+    # words: half the elements to touch.
+    pairs = words.view(np.uint64)
     for _ in range(folds):
         halves = pairs.reshape(-1, 2, WORDS // 2)
         pairs = halves[:, 0] | halves[:, 1]
