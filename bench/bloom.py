@@ -7,7 +7,8 @@ process's first filter with numba's cache cold and warm; filter bytes against py
 the row groups filters rule out for present and absent values beyond what footer statistics do (the
 measurements behind auto's rule); a point lookup of an absent id before and after; the reference:
 pyarrow's own writer's CPU cost of the same filters per value against build_filter's, on the same
-arrays (`--reference-only` runs just that). Prints the markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
+arrays (`--reference-only` runs just that). `--trees a=PATH,b=PATH` compares the filters' cost of
+source trees side by side instead. Prints the markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
 """
 from __future__ import annotations
 
@@ -99,12 +100,15 @@ def dataset(rows: int) -> pa.Table:
     })
 
 
-def retrofit_once(src: Path, dst: Path, spec: object, path: str = AUTO, warm: bool = False) -> dict:
+def retrofit_once(src: Path, dst: Path, spec: object, path: str = AUTO, warm: bool = False,
+                  tree: Path | None = None) -> dict:
     """One retrofit in its own process, on the filter path `path` (PAGEINDEX_BLOOM_KERNEL); warm:
-    timed after a first, untimed retrofit of the same file in that process."""
+    timed after a first, untimed retrofit of the same file in that process; tree: the source tree
+    whose pageindex it imports (this one by default)."""
     args = [str(src), str(dst), json.dumps(spec), "warm" if warm else "cold"]
+    env = os.environ | {ENV: path} | ({"PYTHONPATH": str(tree)} if tree else {})
     proc = subprocess.run([sys.executable, "-c", _CHILD.format(fpp=FPP), *args],
-                          capture_output=True, text=True, check=True, env=os.environ | {ENV: path})
+                          capture_output=True, text=True, check=True, env=env, cwd=tree)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -325,6 +329,38 @@ def run_reference(rows: int, rounds: int) -> dict:
             "load_average": os.getloadavg()}
 
 
+def compare_trees(trees: dict[str, Path], rows: int, rounds: int) -> list[str]:
+    """The filters' cost (CPU against none, fresh and warm, both paths) of source trees side by
+    side on the same file, every run in its own process, trees and runs interleaved round by round."""
+    table = dataset(rows)
+    eligible = [name for name in table.column_names if name != "flag"]
+    compiled = importlib.util.find_spec("numba") is not None
+    specs = {"none": ("none", AUTO, False), "all eligible, numpy": (eligible, NUMPY, False)}
+    if compiled:
+        specs |= {"all eligible, numba": (eligible, NUMBA, False), "auto, numba": ("auto", NUMBA, False)}
+    specs |= {"none, warm": ("none", AUTO, True), "all eligible, numpy, warm": (eligible, NUMPY, True)}
+    if compiled:
+        specs |= {"all eligible, numba, warm": (eligible, NUMBA, True)}
+    runs: dict[tuple[str, str], list[dict]] = {(t, s): [] for t in trees for s in specs}
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.parquet", Path(tmp) / "out.parquet"
+        pq.write_table(table, src, row_group_size=rows // ROW_GROUPS, write_page_index=False)
+        for root in trees.values() if compiled else ():  # untimed: fills each tree's numba cache
+            retrofit_once(src, out, eligible, NUMBA, False, root)
+        for _ in range(rounds):
+            for name, (spec, path, warm) in specs.items():
+                for tree, root in trees.items():
+                    runs[(tree, name)].append(retrofit_once(src, out, spec, path, warm, root))
+    cpu = {key: statistics.median(r["cpu"] for r in got) for key, got in runs.items()}
+    lines = [f"{rows:,} rows, {rounds} rounds, load average {os.getloadavg()[0]:.1f}; CPU s (x none)", "",
+             "| run | " + " | ".join(trees) + " |", "|---|" + "---:|" * len(trees)]
+    for name in specs:
+        base = "none, warm" if name.endswith("warm") else "none"
+        cells = [f"{cpu[(t, name)]:.2f} ({cpu[(t, name)] / cpu[(t, base)]:.2f}x)" for t in trees]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=ROWS)
@@ -332,7 +368,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the results as JSON (bench/run.py reads it)")
     parser.add_argument("--reference-only", action="store_true",
                         help="only pyarrow's writer's filter cost against build_filter's")
+    parser.add_argument("--trees", help="NAME=PATH,...: only the filters' cost of these source trees side "
+                                        "by side (bench/RESULTS-bloom.md's comparisons against main)")
     args = parser.parse_args(argv)
+    if args.trees:
+        trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.trees.split(","))}
+        print("\n".join(compare_trees(trees, args.rows, args.rounds)))
+        return
     results = (run_reference if args.reference_only else run)(args.rows, args.rounds)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))

@@ -126,8 +126,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     bloom_filter: "none", "auto" (the leaves where a filter pays, see index.bloom.options) or the
     dotted columns whose chunks get a split block bloom filter, started at the size for each
     chunk's values at false positive rate bloom_fpp, at most bloom_max_bytes, then folded as its
-    set bits allow (as pyarrow 26 does). A chunk that has a filter
-    keeps it unless `force`. On a file that already has its page index, only named columns that
+    set bits allow (as pyarrow 26 does). A chunk that has a filter keeps it unless `force`. On a file that already has its page index, only named columns that
     lack filters make it processed again (without `force`).
     verify_existing: check an existing complete index against the data before keeping it (as
     `verify` does); it is always checked for structural impossibilities, and against the data
