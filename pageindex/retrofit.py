@@ -21,7 +21,15 @@ from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
-from pageindex.io.commit import COPY, PendingCommit, begin_commit, check_unchanged, clean_stale_temporaries
+from pageindex.io.commit import (
+    COPY,
+    CleanupAt,
+    PendingCommit,
+    begin_commit,
+    check_unchanged,
+    clean_stale_temporaries,
+    cleanup_point,
+)
 from pageindex.io.storage import Source, resolve
 from pageindex.scan.memory import collector_paused
 from pageindex.verify import verify_source
@@ -122,7 +130,11 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     trust_page_stats: build a chunk's ColumnIndex bounds from its page-header statistics, without
     decoding values, where those can be trusted (see page_stats); other chunks are decoded exactly.
     stale_temp_seconds: temporaries (or S3 multipart uploads) that dead runs left for the
-    destination are removed once older than this; younger ones may belong to a live run.
+    destination are removed once older than this; younger ones may belong to a live run. A
+    non-dry run removes them before it opens the source, except in place on S3: there the run
+    that finds the object already indexed does (one ListMultipartUploads, a request a commit
+    does without), so a dead run's uploads go at the first later run that finds the object
+    indexed (io.commit.cleanup_point).
     bloom_filter: "none", "auto" (the leaves where a filter pays, see index.bloom.options) or the
     dotted columns whose chunks get a split block bloom filter, started at the size for each
     chunk's values at false positive rate bloom_fpp, at most bloom_max_bytes, then folded as its
@@ -142,7 +154,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     started = time.monotonic()
     dst_fs, dst_path = resolve(src if dst is None else dst,
                                filesystem if dst_filesystem is None else dst_filesystem)
-    if not dry_run:
+    cleanup = None if dry_run else cleanup_point(dst_fs, in_place=dst is None)
+    if cleanup is CleanupAt.BEFORE_OPENING:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
     opened = open_file(src, filesystem) if ahead is None else ahead.take()
     with opened.source as source, collector_paused():
@@ -152,6 +165,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
         if is_fully_indexed(footer) and not force:
             violations = _existing_index_violations(source, footer, verify_existing)
             if not violations and not _named_filters_missing(plan):
+                if cleanup is CleanupAt.FOUND_INDEXED:
+                    clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
                 return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started)
         if dst is None:
             dst_fs, dst_path = source.fs, source.path

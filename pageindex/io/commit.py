@@ -13,6 +13,7 @@ import stat
 import threading
 import time
 import uuid
+from enum import Enum
 from typing import Any
 
 try:
@@ -421,7 +422,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
         try:
             fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
         except Exception:  # noqa: BLE001 - the original failure is what must surface
-            pass  # the bucket's lifecycle rule or the next run's cleanup removes it
+            pass  # the bucket's lifecycle rule, or a later run that finds the object indexed, removes it
         raise
     fs.invalidate_cache(dst)
 
@@ -437,6 +438,25 @@ def _s3_call(fs: Any, path: str, method: str, **kwargs: Any) -> dict:
         raise
 
 
+class CleanupAt(Enum):
+    """The point of a (non-dry) run at which it removes what dead attempts left for its destination."""
+
+    BEFORE_OPENING = "before the source is opened"
+    FOUND_INDEXED = "when the file is found already indexed"
+
+
+def cleanup_point(fs: Any, in_place: bool) -> CleanupAt:
+    """When a run cleans its destination `fs`'s dead attempts: the one rule for local and S3.
+
+    Listing a directory costs no request: local runs (and any other filesystem's) clean before
+    every run. On S3 the listing (ListMultipartUploads) is a billed request that a run committing
+    the object in place does not need: a dead run's orphan upload harms nothing while the object
+    is committed again, and every later run that finds it indexed (nightly backfills rerun over
+    the same tables) lists and aborts the stale ones. A run to a separate output never finds its
+    destination indexed (it reads the source), so it cleans first, as a local run does."""
+    return CleanupAt.FOUND_INDEXED if in_place and is_s3(fs) else CleanupAt.BEFORE_OPENING
+
+
 def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
     """Remove what dead attempts left for this file: temporary siblings (local) or incomplete
     multipart uploads (S3), if older than `older_than` seconds (younger ones may be live)."""
@@ -448,11 +468,15 @@ def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
             with storage_errors("list uploads", path):
                 uploads = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
         except StorageError:
-            return 0  # cleanup is best effort; the next run tries again
+            return 0  # cleanup is best effort; a later run tries again
         for upload in uploads:
             initiated = upload.get("Initiated")
             if upload.get("Key") == key and initiated is not None and now - initiated.timestamp() > older_than:
-                fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+                try:
+                    with storage_errors("abort upload", path):
+                        fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+                except StorageError:
+                    continue  # e.g. another run aborted it first: the file itself is fine
                 removed += 1
         return removed
     head, name = posixpath.split(path)

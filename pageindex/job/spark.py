@@ -74,7 +74,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--commit-batch-files", type=int, default=1000, metavar="N",
                    help="table inputs (Delta, --iceberg-table): files replaced per commit (default 1000)")
     p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
-                   help="remove temporaries of dead attempts older than this (default 3600)")
+                   help="remove what dead attempts left older than this (default 3600): temporaries, "
+                        "before each file; S3 multipart uploads of a file in place, when it is found "
+                        "already indexed (see the README, Object storage)")
     return p
 
 

@@ -497,11 +497,12 @@ def test_s3_to_other_prefix_with_s3a_urls(s3_spark, s3fs_fs, s3_bucket, s3_serve
     assert sorted(fs.find(f"{bucket}/other")) == sorted(f"{bucket}/other/{rel}" for rel in s3_sources)
 
 
-def test_s3_stale_multipart_upload_aborted(s3_spark, s3fs_fs, s3_bucket, s3_server, s3_sources):
-    """A dead attempt's incomplete multipart upload of the file's key is aborted by the next run;
-    an upload of another key with the same prefix is not.  (moto's ListMultipartUploads reports
-    every upload as initiated in 2010, so here every upload is "old"; the age rule itself is
-    tested below with a stub client.)"""
+def test_s3_stale_multipart_upload_aborted(s3_spark, s3fs_fs, s3_bucket, s3_server, s3_sources, tmp_path):
+    """A dead attempt's incomplete multipart upload of the file's key outlives the run that
+    commits the file in place (it lists no uploads) and is aborted by the next run, which finds
+    the file indexed; an upload of another key with the same prefix is not.  (moto's
+    ListMultipartUploads reports every upload as initiated in 2010, so here every upload is
+    "old"; the age rule itself is tested below with a stub client.)"""
     fs, client, bucket = s3fs_fs, s3h.boto3_client(s3_server), s3_bucket
     rel = "day=1/part-00000.parquet"
     upload(fs, bucket, "data", {rel: s3_sources[rel]})
@@ -515,6 +516,10 @@ def test_s3_stale_multipart_upload_aborted(s3_spark, s3fs_fs, s3_bucket, s3_serv
     assert uploads() == {dead, other}
     args = ["--input", f"s3://{bucket}/data", "--in-place", "--s3-endpoint-url", s3_server]
     assert run_job(s3_spark, *args) == 0
+    assert uploads() == {dead, other}, "a commit in place lists no uploads"
+    report = tmp_path / "report.jsonl"
+    assert run_job(s3_spark, *args, "--report", report) == 0
+    assert [r["status"] for r in read_report(report)] == ["already_indexed"]
     assert uploads() == {other}, "only the file's own upload is aborted"
 
 

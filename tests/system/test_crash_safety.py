@@ -10,8 +10,10 @@ stale_temp_seconds=0 (so the dead run's temporary counts as stale) finishes the 
 
 S3 (moto server): the same with a runner calling retrofit(filesystem=s3fs) on an object whose
 prefix is over 5 MiB (multipart upload with server-side part copies) and, at the commit steps,
-on a small object (single PUT).  The object is always the original or the complete result, and
-the rerun aborts the incomplete multipart uploads the dead run left (none are listed afterwards).
+on a small object (single PUT).  The object is always the original or the complete result.  A
+rerun that commits the object lists no uploads, so the dead run's incomplete multipart uploads
+are still there after it; the first later run that finds the object indexed aborts them (none
+are listed afterwards: io.commit.cleanup_point).
 """
 from __future__ import annotations
 
@@ -212,7 +214,11 @@ def _check_s3_after_kill(fs, client, bucket: str, key: str, f: SimpleNamespace) 
     fs.invalidate_cache()
     assert fs.cat_file(f"{bucket}/{key}") == f.reference
     assert pq.read_table(io.BytesIO(f.reference)).num_rows == f.rows
-    assert _uploads(client, bucket) == [], "the rerun left incomplete multipart uploads"
+    if result.status == "indexed":
+        assert len(_uploads(client, bucket)) == left, "a commit in place aborted uploads (it lists none)"
+        again = pageindex.retrofit(f"{bucket}/{key}", filesystem=fs, stale_temp_seconds=0)
+        assert again.status == "already_indexed", again
+    assert _uploads(client, bucket) == [], "the run that found the object indexed left incomplete uploads"
     assert fs.find(bucket) == [f"{bucket}/{key}"], "a temporary object was left"
     return state, left
 

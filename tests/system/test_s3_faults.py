@@ -112,8 +112,8 @@ def _uploads(client, bucket: str) -> list:
 def _check_uploads_cleaned(proxy: FaultProxy, client, bucket: str, key: str) -> int:
     """After a successful run: the only incomplete uploads left are those whose
     CreateMultipartUpload the server applied but whose response was lost (the client retried,
-    and cannot know the first upload's id); the next run's cleanup aborts them.  Returns how
-    many there were."""
+    and cannot know the first upload's id); the first later run that finds the object indexed
+    aborts them.  Returns how many there were."""
     lost = sum(r.operation == "CreateMultipartUpload" and r.action in ("truncate", "lost_response")
                for r in proxy.log)
     proxy.reset(forward_all)
@@ -220,20 +220,29 @@ def test_each_fault_once_per_operation(sources, proxy, s3fs_fs, s3_bucket, s3_se
                                        fast_backoff, action):
     """The first request of every operation fails with one kind of fault (multipart path, in
     place): every step of the read and of the commit is retried."""
+    client = s3h.boto3_client(s3_server)
     proxy.reset(first_of_each(1, action))
     result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, sources.big, "in_place")
     assert result.status == "indexed" and data == sources.big.reference
     failed_ops = {r.operation for r in proxy.log if r.action != "forward"}
-    assert {"ListMultipartUploads", "HeadObject", "GetObject", "CreateMultipartUpload",
+    assert {"HeadObject", "GetObject", "CreateMultipartUpload",
             "UploadPartCopy", "UploadPart", "CompleteMultipartUpload"} <= failed_ops
-    _check_uploads_cleaned(proxy, s3h.boto3_client(s3_server), s3_bucket, "in/a.parquet")
+    _check_uploads_cleaned(proxy, client, s3_bucket, "in/a.parquet")
+    # The stale-upload cleanup of the run that finds the object indexed is retried the same way.
+    client.create_multipart_upload(Bucket=s3_bucket, Key="in/a.parquet")
+    proxy.reset(first_of_each(1, action))
+    again = pageindex.retrofit(f"{s3_bucket}/in/a.parquet", filesystem=proxied_fs(proxy), stale_temp_seconds=0)
+    assert again.status == "already_indexed"
+    assert {"ListMultipartUploads", "AbortMultipartUpload"} <= {r.operation for r in proxy.log if r.action != "forward"}
+    assert _uploads(client, s3_bucket) == []
 
 
 def test_lost_create_multipart_response_leaves_an_upload_a_later_run_aborts(
         sources, proxy, s3fs_fs, s3_bucket, s3_server, fast_backoff):
     """CreateMultipartUpload applied by the server but its response lost: the client's retry
     starts a second upload.  The first is orphaned (the run cannot know its id); the run itself
-    succeeds, and the next run's stale-upload cleanup aborts the orphan."""
+    succeeds.  A run that commits the object lists no uploads, so the orphan outlives the next
+    commit too; the first later run that finds the object indexed aborts it."""
     client = s3h.boto3_client(s3_server)
     proxy.reset(first_of_each(1, "lost_response", operations={"CreateMultipartUpload"}))
     result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, sources.big, "in_place")
@@ -242,10 +251,37 @@ def test_lost_create_multipart_response_leaves_an_upload_a_later_run_aborts(
     orphans = _uploads(client, s3_bucket)
     print(f"\norphaned uploads after a lost CreateMultipartUpload response: {len(orphans)}")
     assert len(orphans) == 1
+    # the original again (uploaded directly), committed again: the orphan stays
+    proxy.reset(forward_all)
+    result, data = _run_retrofit(proxy, s3fs_fs, s3_bucket, sources.big, "in_place")
+    assert result.status == "indexed" and data == sources.big.reference
+    assert proxy.stats.count("ListMultipartUploads") == 0
+    assert _uploads(client, s3_bucket) == orphans
+    proxy.reset(forward_all)
     again = pageindex.retrofit(f"{s3_bucket}/in/a.parquet", filesystem=proxied_fs(proxy),
                                stale_temp_seconds=0)
     assert again.status == "already_indexed"
+    assert proxy.stats.count("ListMultipartUploads") == 1 and proxy.stats.count("AbortMultipartUpload") == 1
     assert _uploads(client, s3_bucket) == []
+
+
+def test_failed_abort_leaves_an_indexed_file_already_indexed(sources, proxy, s3fs_fs, s3_bucket, s3_server,
+                                                             fast_backoff):
+    """The stale-upload cleanup is best effort: an abort that keeps failing (or finds the upload
+    gone, aborted by another run) does not fail the run that found the object indexed; the upload
+    stays for a later run."""
+    client = s3h.boto3_client(s3_server)
+    key = "in/a.parquet"
+    s3fs_fs.pipe(f"{s3_bucket}/{key}", sources.big.reference)
+    dead = client.create_multipart_upload(Bucket=s3_bucket, Key=key)["UploadId"]
+    proxy.reset(permanent("500", operations={"AbortMultipartUpload"}))
+    result = pageindex.retrofit(f"{s3_bucket}/{key}", filesystem=proxied_fs(proxy), stale_temp_seconds=0)
+    assert result.status == "already_indexed"
+    assert proxy.stats.count("AbortMultipartUpload") > 1
+    assert [u["UploadId"] for u in _uploads(client, s3_bucket)] == [dead]
+    proxy.reset(forward_all)
+    again = pageindex.retrofit(f"{s3_bucket}/{key}", filesystem=proxied_fs(proxy), stale_temp_seconds=0)
+    assert again.status == "already_indexed" and _uploads(client, s3_bucket) == []
 
 
 # ---------------------------------------------------------------- backoff
