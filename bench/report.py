@@ -365,7 +365,49 @@ def objstore_section(section: dict) -> list[str]:
                    f"| {row['bytes_returned'] / 2**20:.1f} MiB |")
     out += ["", f"Peak RSS of the whole object-store run (all tools in one process, moto included): "
             f"{section['peak_rss'] / 2**20:.0f} MiB.", ""]
+    out += _in_place_rows(section["rows"])
+    if section.get("job"):
+        out += _job_rows(section["job"])
+    if section.get("load_average"):
+        out += ["Load average at the end of the run: " + " ".join(f"{x:.2f}" for x in section["load_average"]) + ".", ""]
     return out
+
+
+IN_PLACE_MAX_EXTRA = 5  # issue 25: requests an in-place run may make beyond the dry run's
+
+
+def _in_place_rows(rows: list[dict]) -> list[str]:
+    """Each in-place run against the dry run of the same mode and transport on the same object."""
+    tools = {(row["dataset"], row["tool"]): row for row in rows}
+    out = [f"In place against the dry run (issue 25: at most {IN_PLACE_MAX_EXTRA} requests more; the prefix of an "
+           "object over 5 MiB is copied on the server, so no more bytes come back than in the dry run):", "",
+           "| dataset | mode | dry run requests | in place requests | more | bytes returned, dry -> in place |",
+           "|---|---|---:|---:|---:|---:|"]
+    for (dataset, tool), row in tools.items():
+        dry = tools.get((dataset, tool.replace(" in place", "")))
+        if " in place" not in tool or dry is None:
+            continue
+        more = sum(row["requests"].values()) - sum(dry["requests"].values())
+        verdict = "ok" if more <= IN_PLACE_MAX_EXTRA else "OVER"
+        out.append(f"| {dataset} | {tool} | {sum(dry['requests'].values())} | {sum(row['requests'].values())} "
+                   f"| {more} {verdict} | {dry['bytes_returned'] / 2**20:.1f} -> {row['bytes_returned'] / 2**20:.1f} MiB |")
+    return out + [""]
+
+
+def _job_rows(job: dict) -> list[str]:
+    """The Spark job over a directory of small files: files per second and requests per file."""
+    out = [f"The Spark job ({job['master']}) over {job['files']} files of {job['file_bytes'] / 1024:.0f} KiB, "
+           f"median of {job['rounds']} rounds (requests include the driver's listing):", "",
+           "| job run | files/s | seconds (min-max) | requests | per file | by operation | statuses |",
+           "|---|---:|---:|---:|---:|---|---|"]
+    for mode, run in job["runs"].items():
+        total = sum(run["requests"].values())
+        low, high = job["spread"][mode]
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(run["requests"].items()))
+        statuses = ", ".join(f"{s} {n}" for s, n in sorted(run["statuses"].items()))
+        out.append(f"| {mode} | {job['files'] / run['seconds']:.1f} | {run['seconds']:.2f} ({low:.2f}-{high:.2f}) "
+                   f"| {total} | {total / job['files']:.1f} | {ops} | {statuses} |")
+    return out + [""]
 
 
 def bloom_section(section: dict) -> list[str]:
