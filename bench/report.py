@@ -1,6 +1,7 @@
 """Render bench results (the dict bench.run collects) as RESULTS.md and a console summary.
 
-`python -m bench.report --bloom JSON` puts a separate bench.bloom run's section into RESULTS.md.
+`python -m bench.report --bloom JSON --objstore JSON` puts a separate bench.bloom or bench.objstore
+run's section into RESULTS.md.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ MiB = 1 << 20
 RSS_ALLOWANCE = 200 * MiB
 BLOOM_MAX_RATIO = 1.25
 BLOOM_HEADING = "## Bloom filters"
+OBJSTORE_HEADING = "## Object store"
 TARGETS_HEADING = "## Targets"
 
 TOOL_LABELS = {
@@ -345,7 +347,7 @@ PYARROW = "pyarrow read_table"
 def objstore_section(section: dict) -> list[str]:
     """The object-store table (bench/objstore.py's results): per dataset and tool the requests by
     S3 operation, bytes returned and time, with GETs and time against pyarrow's on the object."""
-    out = [f"## Object store (moto on 127.0.0.1, {section['latency_ms']:g} ms per request in the proxy)", "",
+    out = [f"{OBJSTORE_HEADING} (moto on 127.0.0.1, {section['latency_ms']:g} ms per request in the proxy)", "",
            "Issue 25's targets per file: GETs at most 2x pyarrow read_table's + 4; exact dry run at most "
            "1.5x its time; trusted page stats never slower than exact.", "",
            "| dataset | size | tool | time | x pyarrow time | requests | GETs | GET bound | other requests "
@@ -744,30 +746,51 @@ def render(results: dict) -> tuple[str, str]:
 
 
 def splice_bloom(text: str, section: dict, source: str) -> str:
-    """RESULTS.md's text with its bloom section replaced by (or, when it has none, inserted before
-    the targets) `section`'s, marked as a separate run with its own verdict: the full run's raw
-    results are not kept, so the rest of the file cannot be rendered again."""
+    """RESULTS.md's text with its bloom section replaced by `section`'s, marked as a separate run
+    with its own verdict."""
     check = bloom_check(section)
     lines = bloom_section(section)
     lines[1:1] = ["", f"From a separate `{source}` on {datetime.date.today().isoformat()}, not the `make bench` "
                   f"run above. Target: {check['target']}: {check['shown']} wall ({_verdict(check['ok'])}), "
                   f"{check['cpu_shown']} CPU ({_verdict(check['cpu_ok'])})."]
+    return _splice(text, BLOOM_HEADING, lines, (TARGETS_HEADING,))
+
+
+def splice_objstore(text: str, section: dict, source: str) -> str:
+    """RESULTS.md's text with its object-store section replaced by `section`'s, marked as a separate run."""
+    lines = objstore_section(section)
+    lines[1:1] = ["", f"From a separate `{source}` on {datetime.date.today().isoformat()}, not the `make bench` "
+                  "run above."]
+    return _splice(text, OBJSTORE_HEADING, lines, (BLOOM_HEADING, TARGETS_HEADING))
+
+
+def _splice(text: str, heading: str, lines: list[str], before: tuple[str, ...]) -> str:
+    """`text` with the section under `heading` replaced by `lines` or, when it has none, `lines`
+    inserted ahead of the first of the `before` headings found (else at the end): the full run's
+    raw results are not kept, so the rest of the file cannot be rendered again."""
     old = text.splitlines()
-    start = next((i for i, line in enumerate(old) if line.startswith(BLOOM_HEADING)), None)
+    start = next((i for i, line in enumerate(old) if line.startswith(heading)), None)
     if start is None:
-        start = end = next((i for i, line in enumerate(old) if line.startswith(TARGETS_HEADING)), len(old))
+        start = end = next((i for b in before for i, line in enumerate(old) if line.startswith(b)), len(old))
     else:
         end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
     return "\n".join(old[:start] + lines + old[end:]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[2])
-    parser.add_argument("--bloom", type=Path, required=True, help="bench.bloom's --json output")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.splitlines()[2:4]))
+    parser.add_argument("--bloom", type=Path, help="bench.bloom's --json output")
+    parser.add_argument("--objstore", type=Path, help="bench.objstore's --json output")
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = parser.parse_args(argv)
-    section = json.loads(args.bloom.read_text())
-    args.results.write_text(splice_bloom(args.results.read_text(), section, "python -m bench.bloom"))
+    if args.bloom is None and args.objstore is None:
+        parser.error("give --bloom or --objstore (or both)")
+    text = args.results.read_text()
+    if args.objstore is not None:
+        text = splice_objstore(text, json.loads(args.objstore.read_text()), "python -m bench.objstore --rounds 3")
+    if args.bloom is not None:
+        text = splice_bloom(text, json.loads(args.bloom.read_text()), "python -m bench.bloom")
+    args.results.write_text(text)
 
 
 if __name__ == "__main__":
