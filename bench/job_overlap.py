@@ -34,7 +34,7 @@ from tests.helpers.fault_proxy import FaultProxy
 ROWS = 16_000
 
 
-def _write_files(folder: Path, count: int, with_index: bool) -> list[Path]:
+def write_files(folder: Path, count: int, with_index: bool) -> list[Path]:
     """`count` small files (a few hundred KB: 4 columns, 2 row groups, 8 KiB pages)."""
     rng = np.random.default_rng(26)
     paths = []
@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, str, Run]] = []
     with tempfile.TemporaryDirectory() as tmp, s3h.moto_s3_server() as upstream, \
             FaultProxy(upstream, latency=args.latency_ms / 1000) as proxy:
-        plain = _write_files(Path(tmp), args.files, False)
+        plain = write_files(Path(tmp), args.files, False)
         size_kib = plain[0].stat().st_size // 1024
-        indexed = _write_files(Path(tmp), args.files, True)
+        indexed = write_files(Path(tmp), args.files, True)
         bucket = s3h.create_bucket(upstream, "overlap")
         client = s3h.boto3_client(upstream)
         for path in plain + indexed:

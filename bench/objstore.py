@@ -1,19 +1,25 @@
-"""Object-store bench: requests, bytes and time of retrofit (dry run, exact and trusted page stats)
-reading through Arrow's S3 client and through s3fs, and of pyarrow's read_table(pre_buffer=True)
-on the same objects, behind a latency proxy.
+"""Object-store bench: requests, bytes and time of retrofit (dry run and in place, exact and trusted
+page stats) reading through Arrow's S3 client and through s3fs, of pyarrow's
+read_table(pre_buffer=True) on the same objects, and of the Spark job over a directory of small
+files, behind a latency proxy.
 
     python -m bench.objstore [--latency-ms 20] [--rounds 1] [--kinds wide,numeric,strings,nested]
+                             [--job-files 48]
+
+An in-place run works on a fresh copy of its object, made on the server and not counted.
 
 A moto S3 server runs in this process on 127.0.0.1; tests/helpers/fault_proxy.py sits between it
 and the clients (s3fs and pyarrow.fs.S3FileSystem), adds the latency to
 every request and counts requests by S3 operation and the body bytes it returned. Prints one
-markdown table (bench/report.py's object-store section); datasets are cached in bench/data/.
+markdown table (bench/report.py's object-store section); datasets are cached in bench/data/. The
+Spark job part (bench/objstore_job.py; --job-files 0 skips it) starts a local Spark session.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import resource
 import statistics
 import time
@@ -27,7 +33,8 @@ import pyarrow.parquet as pq
 import s3fs
 
 import pageindex
-from bench import report
+from bench import objstore_job, report
+from bench.report import PYARROW
 from pageindex.io.storage import s3_options
 from pageindex.io.transport import Transport, mark_fsspec_reads
 from tests.helpers import s3 as s3h
@@ -122,16 +129,27 @@ def pageindex_fs(endpoint: str, transport: Transport) -> s3fs.S3FileSystem:
     return fs
 
 
-def _retrofit(trust: bool, transport: Transport) -> Callable[[str, str], object]:
-    return lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint, transport),
-                                                    dry_run=True, trust_page_stats=trust)
+@dataclass(frozen=True)
+class Tool:
+    """What one measured run does on an object (endpoint, bucket/key); an in-place tool gets a
+    fresh copy of the object each run."""
+
+    action: Callable[[str, str], object]
+    in_place: bool = False
 
 
-TOOLS: dict[str, Callable[[str, str], object]] = {
-    "pyarrow read_table": lambda endpoint, key: pq.read_table(key, filesystem=s3h.pyarrow_s3fs(endpoint),
-                                                              pre_buffer=True),
+def _retrofit(trust: bool, transport: Transport, dry_run: bool = True) -> Tool:
+    return Tool(lambda endpoint, key: pageindex.retrofit(key, filesystem=pageindex_fs(endpoint, transport),
+                                                         dry_run=dry_run, trust_page_stats=trust),
+                in_place=not dry_run)
+
+
+TOOLS: dict[str, Tool] = {
+    PYARROW: Tool(lambda endpoint, key: pq.read_table(key, filesystem=s3h.pyarrow_s3fs(endpoint), pre_buffer=True)),
     **{f"retrofit {mode} via {transport.value}": _retrofit(mode == "trust", transport)
        for mode in ("exact", "trust") for transport in (Transport.ARROW, Transport.FSSPEC)},
+    **{f"retrofit {mode} in place via {Transport.ARROW.value}": _retrofit(mode == "trust", Transport.ARROW, False)
+       for mode in ("exact", "trust")},
 }
 
 
@@ -139,9 +157,10 @@ def median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
 
 
-def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str]) -> dict:
-    """Every tool on every dataset, `rounds` times each; the median run of each, as plain data
-    (bench/report.py renders it; bench/run.py stores it with the local results)."""
+def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str], job_files: int) -> dict:
+    """Every tool on every dataset, `rounds` times each, then the Spark job (unless job_files is 0);
+    the median run of each, as plain data (bench/report.py renders it; bench/run.py stores it with
+    the local results)."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
     files = {kind.name: ensure(kind) for kind in kinds}
     rows = []
@@ -154,16 +173,26 @@ def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str]) -> 
             runs: dict[str, list[Run]] = {tool: [] for tool in tools}
             for _ in range(rounds):  # interleaved: a slow spell of the shared machine hits every tool
                 for tool in tools:
-                    runs[tool].append(measure(proxy, lambda: TOOLS[tool](proxy.endpoint, key)))
+                    target = _fresh_copy(client, bucket, kind) if TOOLS[tool].in_place else key
+                    runs[tool].append(measure(proxy, lambda: TOOLS[tool].action(proxy.endpoint, target)))
             for tool in tools:
                 best = median_run(runs[tool])
                 rows.append({"dataset": kind.label, "size": files[kind.name].stat().st_size, "tool": tool,
                              "seconds": best.seconds, "requests": best.requests,
                              "bytes_returned": best.bytes_returned})
                 print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs[tool]):.2f} s", flush=True)
-    # One process runs every tool: its peak RSS bounds each of them, it does not tell them apart.
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "peak_rss": peak_rss}
+        # One process runs every tool: its peak RSS bounds each of them, it does not tell them apart.
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        job = objstore_job.run(upstream, proxy, job_files, rounds) if job_files else None
+    return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "peak_rss": peak_rss, "job": job,
+            "load_average": os.getloadavg()}
+
+
+def _fresh_copy(client: object, bucket: str, kind: Kind) -> str:
+    """A copy of the dataset's object made on the server (straight to moto: not counted)."""
+    scratch = f"scratch/{kind.name}.parquet"
+    client.copy_object(Bucket=bucket, Key=scratch, CopySource={"Bucket": bucket, "Key": f"{kind.name}.parquet"})
+    return f"{bucket}/{scratch}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,9 +201,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--job-files", type=int, default=48,
+                        help="small files for the Spark job part (0: skip it, and Spark)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON (bench/run.py reads it)")
     args = parser.parse_args(argv)
-    results = run(args.latency_ms, args.rounds, [KINDS[k] for k in args.kinds.split(",")], args.tools.split(","))
+    results = run(args.latency_ms, args.rounds, [KINDS[k] for k in args.kinds.split(",")], args.tools.split(","),
+                  args.job_files)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))
     print("\n".join(report.objstore_section(results)))

@@ -1,6 +1,7 @@
 """Render bench results (the dict bench.run collects) as RESULTS.md and a console summary.
 
-`python -m bench.report --bloom JSON` puts a separate bench.bloom run's section into RESULTS.md.
+`python -m bench.report --bloom JSON --objstore JSON` puts a separate bench.bloom or bench.objstore
+run's section into RESULTS.md.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ MiB = 1 << 20
 RSS_ALLOWANCE = 200 * MiB
 BLOOM_MAX_RATIO = 1.25
 BLOOM_HEADING = "## Bloom filters"
+OBJSTORE_HEADING = "## Object store"
 TARGETS_HEADING = "## Targets"
 
 TOOL_LABELS = {
@@ -345,7 +347,7 @@ PYARROW = "pyarrow read_table"
 def objstore_section(section: dict) -> list[str]:
     """The object-store table (bench/objstore.py's results): per dataset and tool the requests by
     S3 operation, bytes returned and time, with GETs and time against pyarrow's on the object."""
-    out = [f"## Object store (moto on 127.0.0.1, {section['latency_ms']:g} ms per request in the proxy)", "",
+    out = [f"{OBJSTORE_HEADING} (moto on 127.0.0.1, {section['latency_ms']:g} ms per request in the proxy)", "",
            "Issue 25's targets per file: GETs at most 2x pyarrow read_table's + 4; exact dry run at most "
            "1.5x its time; trusted page stats never slower than exact.", "",
            "| dataset | size | tool | time | x pyarrow time | requests | GETs | GET bound | other requests "
@@ -365,7 +367,49 @@ def objstore_section(section: dict) -> list[str]:
                    f"| {row['bytes_returned'] / 2**20:.1f} MiB |")
     out += ["", f"Peak RSS of the whole object-store run (all tools in one process, moto included): "
             f"{section['peak_rss'] / 2**20:.0f} MiB.", ""]
+    out += _in_place_rows(section["rows"])
+    if section.get("job"):
+        out += _job_rows(section["job"])
+    if section.get("load_average"):
+        out += ["Load average at the end of the run: " + " ".join(f"{x:.2f}" for x in section["load_average"]) + ".", ""]
     return out
+
+
+IN_PLACE_MAX_EXTRA = 5  # issue 25: requests an in-place run may make beyond the dry run's
+
+
+def _in_place_rows(rows: list[dict]) -> list[str]:
+    """Each in-place run against the dry run of the same mode and transport on the same object."""
+    tools = {(row["dataset"], row["tool"]): row for row in rows}
+    out = [f"In place against the dry run (issue 25: at most {IN_PLACE_MAX_EXTRA} requests more; the prefix of an "
+           "object over 5 MiB is copied on the server, so no more bytes come back than in the dry run):", "",
+           "| dataset | mode | dry run requests | in place requests | more | bytes returned, dry -> in place |",
+           "|---|---|---:|---:|---:|---:|"]
+    for (dataset, tool), row in tools.items():
+        dry = tools.get((dataset, tool.replace(" in place", "")))
+        if " in place" not in tool or dry is None:
+            continue
+        more = sum(row["requests"].values()) - sum(dry["requests"].values())
+        verdict = "ok" if more <= IN_PLACE_MAX_EXTRA else "OVER"
+        out.append(f"| {dataset} | {tool} | {sum(dry['requests'].values())} | {sum(row['requests'].values())} "
+                   f"| {more} {verdict} | {dry['bytes_returned'] / 2**20:.1f} -> {row['bytes_returned'] / 2**20:.1f} MiB |")
+    return out + [""]
+
+
+def _job_rows(job: dict) -> list[str]:
+    """The Spark job over a directory of small files: files per second and requests per file."""
+    out = [f"The Spark job ({job['master']}) over {job['files']} files of {job['file_bytes'] / 1024:.0f} KiB, "
+           f"median of {job['rounds']} rounds (requests include the driver's listing):", "",
+           "| job run | files/s | seconds (min-max) | requests | per file | by operation | statuses |",
+           "|---|---:|---:|---:|---:|---|---|"]
+    for mode, run in job["runs"].items():
+        total = sum(run["requests"].values())
+        low, high = job["spread"][mode]
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(run["requests"].items()))
+        statuses = ", ".join(f"{s} {n}" for s, n in sorted(run["statuses"].items()))
+        out.append(f"| {mode} | {job['files'] / run['seconds']:.1f} | {run['seconds']:.2f} ({low:.2f}-{high:.2f}) "
+                   f"| {total} | {total / job['files']:.1f} | {ops} | {statuses} |")
+    return out + [""]
 
 
 def bloom_section(section: dict) -> list[str]:
@@ -702,30 +746,51 @@ def render(results: dict) -> tuple[str, str]:
 
 
 def splice_bloom(text: str, section: dict, source: str) -> str:
-    """RESULTS.md's text with its bloom section replaced by (or, when it has none, inserted before
-    the targets) `section`'s, marked as a separate run with its own verdict: the full run's raw
-    results are not kept, so the rest of the file cannot be rendered again."""
+    """RESULTS.md's text with its bloom section replaced by `section`'s, marked as a separate run
+    with its own verdict."""
     check = bloom_check(section)
     lines = bloom_section(section)
     lines[1:1] = ["", f"From a separate `{source}` on {datetime.date.today().isoformat()}, not the `make bench` "
                   f"run above. Target: {check['target']}: {check['shown']} wall ({_verdict(check['ok'])}), "
                   f"{check['cpu_shown']} CPU ({_verdict(check['cpu_ok'])})."]
+    return _splice(text, BLOOM_HEADING, lines, (TARGETS_HEADING,))
+
+
+def splice_objstore(text: str, section: dict, source: str) -> str:
+    """RESULTS.md's text with its object-store section replaced by `section`'s, marked as a separate run."""
+    lines = objstore_section(section)
+    lines[1:1] = ["", f"From a separate `{source}` on {datetime.date.today().isoformat()}, not the `make bench` "
+                  "run above."]
+    return _splice(text, OBJSTORE_HEADING, lines, (BLOOM_HEADING, TARGETS_HEADING))
+
+
+def _splice(text: str, heading: str, lines: list[str], before: tuple[str, ...]) -> str:
+    """`text` with the section under `heading` replaced by `lines` or, when it has none, `lines`
+    inserted ahead of the first of the `before` headings found (else at the end): the full run's
+    raw results are not kept, so the rest of the file cannot be rendered again."""
     old = text.splitlines()
-    start = next((i for i, line in enumerate(old) if line.startswith(BLOOM_HEADING)), None)
+    start = next((i for i, line in enumerate(old) if line.startswith(heading)), None)
     if start is None:
-        start = end = next((i for i, line in enumerate(old) if line.startswith(TARGETS_HEADING)), len(old))
+        start = end = next((i for b in before for i, line in enumerate(old) if line.startswith(b)), len(old))
     else:
         end = next((i for i in range(start + 1, len(old)) if old[i].startswith("## ")), len(old))
     return "\n".join(old[:start] + lines + old[end:]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[2])
-    parser.add_argument("--bloom", type=Path, required=True, help="bench.bloom's --json output")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.splitlines()[2:4]))
+    parser.add_argument("--bloom", type=Path, help="bench.bloom's --json output")
+    parser.add_argument("--objstore", type=Path, help="bench.objstore's --json output")
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = parser.parse_args(argv)
-    section = json.loads(args.bloom.read_text())
-    args.results.write_text(splice_bloom(args.results.read_text(), section, "python -m bench.bloom"))
+    if args.bloom is None and args.objstore is None:
+        parser.error("give --bloom or --objstore (or both)")
+    text = args.results.read_text()
+    if args.objstore is not None:
+        text = splice_objstore(text, json.loads(args.objstore.read_text()), "python -m bench.objstore --rounds 3")
+    if args.bloom is not None:
+        text = splice_bloom(text, json.loads(args.bloom.read_text()), "python -m bench.bloom")
+    args.results.write_text(text)
 
 
 if __name__ == "__main__":

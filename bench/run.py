@@ -541,7 +541,8 @@ BLOOM_ROWS = 2_000_000
 def run_objstore(cfg: Config) -> dict | None:
     """bench.objstore in its own process (its moto server and clients stay out of this one)."""
     log(f"object store: bench.objstore, {OBJSTORE_LATENCY_MS} ms per request")
-    return _run_part("object store", "objstore", ["--latency-ms", str(OBJSTORE_LATENCY_MS)])
+    job = [] if cfg.spark else ["--job-files", "0"]  # the job part starts Spark
+    return _run_part("object store", "objstore", ["--latency-ms", str(OBJSTORE_LATENCY_MS), *job])
 
 
 def run_bloom(cfg: Config) -> dict | None:
