@@ -299,15 +299,6 @@ def _list(buf: Buffer, pos: int, end: int, is_set: bool, depth: int) -> tuple[TL
             else:
                 item, pos = _wide_int(buf, pos, end, etype)
                 append(item)
-    elif etype == _BINARY:
-        for _ in range(n):
-            if pos < end and buf[pos] < 0x80:
-                size = buf[pos]
-                pos += 1
-            else:
-                size, pos = _varint(buf, pos, end, 5)
-            item, pos = _take(buf, pos, end, size)
-            append(item)
     else:
         for _ in range(n):
             item, pos = _value(buf, pos, end, etype, depth, True)
