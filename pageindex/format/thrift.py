@@ -337,9 +337,9 @@ def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[St
     end = len(buf) if end is None else end
     if not gc.isenabled():
         return _struct(buf, pos, end, 0)
-    # The collector waits until the tree is built: the tree holds no cycles, and each collection
-    # its new objects trigger would walk every object alive, the tree so far included, so a wide
-    # footer would cost more than in proportion to its size (bench/RESULTS-objstore.md).
+    # The collector waits until the tree is built: the tree holds no cycles, and the full
+    # collections its many new objects trigger midway walk the whole heap, the tree so far
+    # included, once more for every quarter it grows (bench/RESULTS-objstore.md).
     gc.disable()
     try:
         return _struct(buf, pos, end, 0)
