@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, KeyValue, RowGroup, Type
@@ -159,8 +160,13 @@ def _column_orders(metadata: Struct, leaves: int) -> tuple[Struct, ...] | None:
     return orders.items
 
 
-def _require_int(s: Struct, field_id: int, what: str, lo: int, hi: int) -> int:
-    value = s.get(field_id)
+def _by_id(s: Struct) -> dict[int, Any]:
+    """The struct's field values by id, read once for the many lookups of a chunk; of repeated ids
+    the first wins, as in Struct.get."""
+    return {f.id: f.value for f in reversed(s.fields)}
+
+
+def _require_int(value: object, what: str, lo: int, hi: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise MalformedFileError(f"{what} is missing")
     if not lo <= value <= hi:
@@ -179,7 +185,7 @@ def _row_groups(
         try:
             if not isinstance(rg, Struct):
                 raise MalformedFileError("row group is not a struct")
-            num_rows = _require_int(rg, RowGroup.NUM_ROWS, "row group num_rows", 0, 1 << 62)
+            num_rows = _require_int(rg.get(RowGroup.NUM_ROWS), "row group num_rows", 0, 1 << 62)
             columns = rg.get(RowGroup.COLUMNS)
             if not isinstance(columns, TList) or len(columns.items) != len(leaves):
                 raise MalformedFileError(
@@ -204,28 +210,30 @@ def _chunk(
     try:
         if not isinstance(cc, Struct):
             raise MalformedFileError("column chunk is not a struct")
-        if cc.has(ColumnChunk.CRYPTO_METADATA) or cc.has(ColumnChunk.ENCRYPTED_COLUMN_METADATA):
+        chunk = _by_id(cc)
+        if ColumnChunk.CRYPTO_METADATA in chunk or ColumnChunk.ENCRYPTED_COLUMN_METADATA in chunk:
             raise EncryptedFileError("column chunk is encrypted")
-        if cc.get(ColumnChunk.FILE_PATH):
+        if chunk.get(ColumnChunk.FILE_PATH):
             raise MalformedFileError("column chunk lives in another file (file_path is set)")
-        meta = cc.get(ColumnChunk.META_DATA)
+        meta = chunk.get(ColumnChunk.META_DATA)
         if not isinstance(meta, Struct):
             raise MalformedFileError("column chunk has no ColumnMetaData")
-        ptype = _require_int(meta, ColumnMetaData.TYPE, "physical type", 0, Type.FIXED_LEN_BYTE_ARRAY)
+        meta = _by_id(meta)
+        ptype = _require_int(meta.get(ColumnMetaData.TYPE), "physical type", 0, Type.FIXED_LEN_BYTE_ARRAY)
         if ptype != leaf.physical_type:
             raise MalformedFileError(
                 f"ColumnMetaData type {ptype} does not match schema type {leaf.physical_type}"
             )
-        codec = _require_int(meta, ColumnMetaData.CODEC, "codec", 0, 1 << 31)
-        num_values = _require_int(meta, ColumnMetaData.NUM_VALUES, "num_values", 0, 1 << 62)
-        size = _require_int(meta, ColumnMetaData.TOTAL_COMPRESSED_SIZE, "total_compressed_size", 0, footer_start)
-        data_off = _require_int(meta, ColumnMetaData.DATA_PAGE_OFFSET, "data_page_offset", 0, footer_start)
+        codec = _require_int(meta.get(ColumnMetaData.CODEC), "codec", 0, 1 << 31)
+        num_values = _require_int(meta.get(ColumnMetaData.NUM_VALUES), "num_values", 0, 1 << 62)
+        size = _require_int(meta.get(ColumnMetaData.TOTAL_COMPRESSED_SIZE), "total_compressed_size", 0, footer_start)
+        data_off = _require_int(meta.get(ColumnMetaData.DATA_PAGE_OFFSET), "data_page_offset", 0, footer_start)
         dict_off = meta.get(ColumnMetaData.DICTIONARY_PAGE_OFFSET)
         # Some writers store 0 (or an offset past the data) to mean "no dictionary page".
         if not isinstance(dict_off, int) or dict_off <= 0 or dict_off >= data_off:
             dict_off = None
-        oi = _index_location(cc, ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH, footer_start)
-        ci = _index_location(cc, ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH, footer_start)
+        oi = _index_location(chunk, ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH, footer_start)
+        ci = _index_location(chunk, ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH, footer_start)
         bloom = _bloom_location(meta, footer_start)
     except PageIndexError as err:
         raise err.located(path=path, row_group=rg, column=leaf.dotted) from None
@@ -237,7 +245,7 @@ def _chunk(
     )
 
 
-def _bloom_location(meta: Struct, limit: int) -> tuple[int, int | None] | None:
+def _bloom_location(meta: dict[int, Any], limit: int) -> tuple[int, int | None] | None:
     """Where the chunk's bloom filter is; a location outside the data region counts as none (a
     filter is optional, and one asked for replaces it)."""
     offset, length = meta.get(ColumnMetaData.BLOOM_FILTER_OFFSET), meta.get(ColumnMetaData.BLOOM_FILTER_LENGTH)
@@ -248,8 +256,8 @@ def _bloom_location(meta: Struct, limit: int) -> tuple[int, int | None] | None:
     return offset, length
 
 
-def _index_location(cc: Struct, off_id: int, len_id: int, limit: int) -> tuple[int, int] | None:
-    offset, length = cc.get(off_id), cc.get(len_id)
+def _index_location(chunk: dict[int, Any], off_id: int, len_id: int, limit: int) -> tuple[int, int] | None:
+    offset, length = chunk.get(off_id), chunk.get(len_id)
     if offset is None and length is None:
         return None
     if not isinstance(offset, int) or not isinstance(length, int):

@@ -4,6 +4,7 @@ Nothing is mapped onto a schema, so unknown fields and newer structures survive 
 """
 from __future__ import annotations
 
+import gc
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -46,6 +47,8 @@ _INT_RANGES = {
     T.I64: (-(1 << 63), (1 << 63) - 1),
 }
 _INT_LIMITS = {int(t): (_VARINT_BYTES[t], *_INT_RANGES[t]) for t in _INT_RANGES}
+# Zigzag varints this short hold at most 28 bits: in range of I32 and I64 without a check.
+_SHORT_INT_BYTES = 4
 
 
 class Field(NamedTuple):
@@ -107,7 +110,8 @@ class Struct:
 
 
 # Decoding works on (buffer, position) pairs in plain functions: a footer runs this for every
-# field it holds, and local variables cost less than a reader object's attributes.
+# field it holds, and local variables cost less than a reader object's attributes. The frequent
+# cases are inlined where they occur: one-byte varints (always in range), binaries, lists of ints.
 _new_field = tuple.__new__  # Field(...) without the named tuple's Python-level __new__
 
 
@@ -143,6 +147,22 @@ def _zigzag(buf: Buffer, pos: int, end: int, ttype: int) -> tuple[int, int]:
     return value, pos
 
 
+def _wide_int(buf: Buffer, pos: int, end: int, ttype: int) -> tuple[int, int]:
+    """An I32 or I64 whose varint is longer than a byte: up to _SHORT_INT_BYTES bytes in one
+    loop here (in range of both types), longer or cut off ones by _zigzag's checks."""
+    n = shift = 0
+    q = pos
+    stop = pos + _SHORT_INT_BYTES if pos + _SHORT_INT_BYTES < end else end
+    while q < stop:
+        b = buf[q]
+        q += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (n >> 1) ^ -(n & 1), q
+        shift += 7
+    return _zigzag(buf, pos, end, ttype)
+
+
 def _take(buf: Buffer, pos: int, end: int, n: int) -> tuple[bytes, int]:
     if n > end - pos:
         raise _truncated(pos, f"length {n} exceeds the {end - pos} bytes left")
@@ -173,14 +193,13 @@ def _struct(buf: Buffer, pos: int, end: int, depth: int) -> tuple[Struct, int]:
             field_id = last_id + delta
         else:
             field_id, pos = _zigzag(buf, pos, end, _I16)
-        # The frequent cases inline: small ints (one-byte varints, always in range) and binaries.
         if ftype == _I32 or ftype == _I64:
             if pos < end and buf[pos] < 0x80:
                 n = buf[pos]
                 pos += 1
                 value = (n >> 1) ^ -(n & 1)
             else:
-                value, pos = _zigzag(buf, pos, end, ftype)
+                value, pos = _wide_int(buf, pos, end, ftype)
         elif ftype == _BINARY:
             if pos < end and buf[pos] < 0x80:
                 n = buf[pos]
@@ -192,6 +211,10 @@ def _struct(buf: Buffer, pos: int, end: int, depth: int) -> tuple[Struct, int]:
             if depth >= MAX_DEPTH:
                 raise _too_deep(pos)
             value, pos = _struct(buf, pos, end, depth + 1)
+        elif ftype == _LIST:
+            if depth >= MAX_DEPTH:
+                raise _too_deep(pos)
+            value, pos = _list(buf, pos, end, False, depth + 1)
         elif ftype == _TRUE or ftype == _FALSE:
             ftype, value = _TRUE, ftype == _TRUE
         elif ftype > _UUID:
@@ -267,6 +290,15 @@ def _list(buf: Buffer, pos: int, end: int, is_set: bool, depth: int) -> tuple[TL
         for _ in range(n):
             item, pos = _struct(buf, pos, end, depth + 1)
             append(item)
+    elif etype == _I32 or etype == _I64:
+        for _ in range(n):
+            if pos < end and buf[pos] < 0x80:
+                item = buf[pos]
+                pos += 1
+                append((item >> 1) ^ -(item & 1))
+            else:
+                item, pos = _wide_int(buf, pos, end, etype)
+                append(item)
     else:
         for _ in range(n):
             item, pos = _value(buf, pos, end, etype, depth, True)
@@ -302,7 +334,17 @@ def uleb128(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int] | None:
 
 def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[Struct, int]:
     """Decode one struct starting at buf[pos]; return it and the position just after it."""
-    return _struct(buf, pos, len(buf) if end is None else end, 0)
+    end = len(buf) if end is None else end
+    if not gc.isenabled():
+        return _struct(buf, pos, end, 0)
+    # The collector waits until the tree is built: the tree holds no cycles, and the full
+    # collections its many new objects trigger midway walk the whole heap, the tree so far
+    # included, once more for every quarter it grows (bench/RESULTS-objstore.md).
+    gc.disable()
+    try:
+        return _struct(buf, pos, end, 0)
+    finally:
+        gc.enable()
 
 
 # Encoding appends to one bytearray through plain functions, for the same reason as decoding.

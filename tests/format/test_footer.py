@@ -317,3 +317,18 @@ def test_footer_path_named_in_errors(tmp_path):
     with pytest.raises(EncryptedFileError) as err, open_source(str(p)) as s:
         read_footer(s)
     assert "named.parquet" in str(err.value)
+
+
+def test_repeated_field_ids_read_the_first_one(small):
+    """A corrupt footer may repeat a field id: the chunk's view reads the first, as Struct.get does."""
+    _, start, meta = small
+    good = decode(meta, start).chunks[1][1]
+
+    def repeat(cc: Struct) -> Struct:
+        md = cc.get(ColumnChunk.META_DATA)
+        md = Struct(md.fields + (Field(ColumnMetaData.DATA_PAGE_OFFSET, T.I64, -1),))
+        second = Field(ColumnChunk.META_DATA, T.STRUCT, Struct())
+        return Struct(cc.set(ColumnChunk.META_DATA, T.STRUCT, md).fields + (second,))
+
+    again = decode(with_cc(meta, 1, 1, repeat), start).chunks[1][1]
+    assert again == good

@@ -1,6 +1,7 @@
 """pageindex.format.thrift: compact-protocol codec round trips, unknown fields, hardening and fuzzing."""
 from __future__ import annotations
 
+import gc
 import random
 import struct
 import time
@@ -225,6 +226,52 @@ def test_varint_too_long_and_out_of_range():
         decode_struct(b"\x18" + b"\x80" * 5 + b"\x01")  # binary length varint
     # the largest legal values decode
     assert decode_struct(b"\x16" + _varint(2**64 - 1) + b"\x00")[0].get(1) == -(2**63)
+
+
+# Values at every varint length (1 to 10 bytes) and at the type's limits: the decoder reads short
+# varints inline and longer ones through the checked path, in fields and in lists alike.
+_EDGES = {T.I32: 31, T.I64: 63}
+
+
+@pytest.mark.parametrize("ttype", list(_EDGES))
+def test_ints_of_every_varint_length_in_fields_and_lists(ttype):
+    bits = _EDGES[ttype]
+    values = sorted({v for k in range(bits + 1) for v in (1 << k, -(1 << k), (1 << k) - 1, -(1 << k) + 1)
+                     if -(1 << bits) <= v < (1 << bits)})
+    s = Struct(tuple(Field(i + 1, ttype, v) for i, v in enumerate(values))
+               + (Field(len(values) + 1, T.LIST, TList(ttype, tuple(values))),))
+    raw = encode_struct(s)
+    assert decode_struct(raw) == (s, len(raw))
+    # the same bytes inside a larger buffer, bounded by end
+    assert decode_struct(b"\x01" + raw + b"\x80", 1, 1 + len(raw)) == (s, 1 + len(raw))
+
+
+@pytest.mark.parametrize("raw, error, match", [
+    (b"\x19\x15" + _varint(2**32) + b"\x00", ThriftDecodeError, "out of range"),  # list<i32>
+    (b"\x19\x15" + b"\xff" * 5 + b"\x01\x00", ThriftDecodeError, "too long"),
+    (b"\x19\x16" + b"\xff" * 10 + b"\x01\x00", ThriftDecodeError, "too long"),  # list<i64>
+    (b"\x19\x26\x02\xff\xff", ThriftTruncatedError, "ends early"),  # 2nd i64 cut off
+    (b"\x19\x18\x05ab", ThriftTruncatedError, "exceeds"),  # list<binary>: length past the end
+    (b"\x19\x18" + b"\x80" * 5 + b"\x01", ThriftDecodeError, "too long"),
+    (b"\x16\xff\xff\xff", ThriftTruncatedError, "ends early"),  # i64 field cut off
+])
+def test_int_and_binary_errors_in_lists_and_fields(raw, error, match):
+    with pytest.raises(error, match=match) as err:
+        decode_struct(raw)
+    assert error is ThriftTruncatedError or not isinstance(err.value, ThriftTruncatedError)
+
+
+def test_decoding_leaves_the_collector_as_it_was():
+    """decode_struct pauses the garbage collector while it builds a tree, also when it fails."""
+    for raw in (encode_struct(_every_type_struct()), b"\x15"):
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            try:
+                decode_struct(raw)
+            except ThriftTruncatedError:
+                pass
+            assert gc.isenabled() is enabled
+    gc.enable()
 
 
 @pytest.mark.parametrize("raw", [
