@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, Iterator
 
 from pageindex.errors import ConcurrentModificationError, PageIndexError
+from pageindex.format.collector import collector_paused
 from pageindex.format.footer import Footer
 from pageindex.format.opened import OpenAhead, open_file
 from pageindex.index.bloom.options import bloom_options
@@ -31,7 +32,6 @@ from pageindex.io.commit import (
     cleanup_point,
 )
 from pageindex.io.storage import Source, resolve
-from pageindex.scan.memory import collector_paused
 from pageindex.verify import verify_source
 from pageindex.version import __version__
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from pageindex.errors import PageIndexError
+from pageindex.format.collector import collector_paused
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import Type
@@ -28,7 +29,7 @@ from pageindex.index.reader import (
 from pageindex.index.soundness import Violation, check_boundary_order
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
-from pageindex.scan.memory import collector_paused, release_memory
+from pageindex.scan.memory import release_memory
 
 NO_TRUNCATION = 1 << 62
 

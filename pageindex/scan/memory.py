@@ -1,5 +1,5 @@
-"""Memory: hand memory that decoding freed back to the operating system, and keep Python's
-cycle collector from rescanning a footer's objects while a file is processed.
+"""Memory: hand memory that decoding freed back to the operating system (Python's cycle
+collector is paused by format.collector).
 
 Page bytes are Python bytes objects on glibc's heap and decoded values sit in Arrow's pool; both
 keep freed space for reuse unless asked, so without this peak memory would grow chunk by chunk.
@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
-import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 import pyarrow as pa
 
@@ -39,30 +36,3 @@ def release_memory(chunk_bytes: int) -> None:
     if chunk_bytes >= RELEASE_AFTER_BYTES:
         pa.default_memory_pool().release_unused()
         trim_heap()
-
-
-_pause_lock = threading.Lock()
-_pauses = 0
-_was_enabled = False
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cycle collector off while the block runs. A decoded footer is hundreds of
-    thousands of small objects alive for the whole run, and every full collection walks them
-    again, a cost that grows with the footer (see bench/RESULTS.md, wide tables); pageindex makes
-    no cyclic garbage for it to find. Pauses may nest and overlap across threads: the collector is restored, to what
-    it was before the first, when the last one ends."""
-    global _pauses, _was_enabled
-    with _pause_lock:
-        if _pauses == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _pauses += 1
-    try:
-        yield
-    finally:
-        with _pause_lock:
-            _pauses -= 1
-            if _pauses == 0 and _was_enabled:
-                gc.enable()

@@ -1,9 +1,7 @@
 """pageindex.scan.memory: freed heap space goes back to the operating system when asked."""
 from __future__ import annotations
 
-import gc
 import os
-import threading
 
 import numpy as np
 import pyarrow as pa
@@ -49,62 +47,3 @@ def test_release_memory_hands_arrow_memory_back_after_big_chunks_only():
     after_free = touch_and_free()
     memory.release_memory(memory.RELEASE_AFTER_BYTES)
     assert after_free - _rss_mib() > 100
-
-
-@pytest.fixture
-def collector_on():
-    was = gc.isenabled()
-    gc.enable()
-    yield
-    if not was:
-        gc.disable()
-
-
-def test_collector_is_paused_inside_and_restored_after(collector_on):
-    with memory.collector_paused():
-        assert not gc.isenabled()
-        with memory.collector_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the outer pause still runs
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError):
-        with memory.collector_paused():
-            raise RuntimeError("boom")
-    assert gc.isenabled()
-
-
-def test_a_collector_the_caller_turned_off_stays_off(collector_on):
-    gc.disable()
-    with memory.collector_paused():
-        pass
-    assert not gc.isenabled()
-
-
-def test_overlapping_pauses_in_threads_restore_the_collector_when_the_last_ends(collector_on):
-    # Thread A pauses, B pauses, A ends (B still runs: still paused), B ends: back on.
-    a_in, b_in, a_out, b_may_end = (threading.Event() for _ in range(4))
-    seen = {}
-
-    def a():
-        with memory.collector_paused():
-            a_in.set()
-            b_in.wait(5)
-        a_out.set()
-
-    def b():
-        a_in.wait(5)
-        with memory.collector_paused():
-            b_in.set()
-            a_out.wait(5)
-            seen["after A ended"] = gc.isenabled()
-            b_may_end.wait(5)
-
-    threads = [threading.Thread(target=a), threading.Thread(target=b)]
-    for t in threads:
-        t.start()
-    a_out.wait(5)
-    b_may_end.set()
-    for t in threads:
-        t.join(5)
-    assert seen == {"after A ended": False}
-    assert gc.isenabled()
