@@ -26,10 +26,10 @@ _INDEX_LOCATION = (ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LEN
 
 @dataclass(frozen=True)
 class ChunkIndexes:
-    """The indexes to write for one chunk; None means that index is omitted."""
+    """The encoded indexes to write for one chunk; None means that index is omitted."""
 
-    column_index: Struct | None
-    offset_index: Struct | None
+    column_index: bytes | None
+    offset_index: bytes | None
     bloom_filter: bytes | None = None  # header + bitset; None keeps the chunk's filter, if any
 
 
@@ -43,10 +43,9 @@ def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -
     for attr, locations in (("bloom_filter", bloom_loc), ("column_index", ci_loc), ("offset_index", oi_loc)):
         for rg, row in enumerate(indexes):
             for col, chunk in enumerate(row):
-                block = getattr(chunk, attr)
-                if block is None:
+                raw = getattr(chunk, attr)
+                if raw is None:
                     continue
-                raw = block if isinstance(block, bytes) else encode_struct(block)
                 locations[(rg, col)] = (pos, len(raw))
                 blobs.append(raw)
                 pos += len(raw)

@@ -188,7 +188,8 @@ def test_build_tail_unit(three_groups):
     stale = decode_footer(encode_struct(meta), footer.footer_start + len(encode_struct(meta)) + 8, "x")
     ci = Struct((Field(1, T.LIST, TList(T.TRUE, (True,))),))
     oi = Struct((Field(1, T.LIST, TList(T.STRUCT, ())),))
-    plan = [[ChunkIndexes(ci, oi), ChunkIndexes(None, oi), ChunkIndexes(None, None)] for _ in range(3)]
+    ci_raw, oi_raw = encode_struct(ci), encode_struct(oi)
+    plan = [[ChunkIndexes(ci_raw, oi_raw), ChunkIndexes(None, oi_raw), ChunkIndexes(None, None)] for _ in range(3)]
     tail = build_tail(stale, plan, "m")
     (n,) = struct.unpack("<I", tail[-8:-4])
     new_meta, _ = decode_struct(tail[-8 - n : -8])

@@ -1,0 +1,95 @@
+"""Page index blocks written straight from their values: ColumnIndex and OffsetIndex bytes with no
+Struct tree in between, the same bytes format.thrift encodes for the same structs.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pageindex.format.parquet_thrift import ColumnIndex, OffsetIndex, PageLocation
+from pageindex.format.thrift import T, binary_to, list_header_to, varint_to
+
+_STOP = int(T.STOP)
+
+
+def _field_to(out: bytearray, types: dict[int, T], last_id: int, field_id: int) -> int:
+    """Append a field header in short form: the fields written here come in increasing ids, each
+    within 15 of the one before, where the compact protocol always takes the short form."""
+    out.append(((field_id - last_id) << 4) | types[field_id])
+    return field_id
+
+
+def _signed_list_to(out: bytearray, values: Sequence[int]) -> None:
+    list_header_to(out, T.I64, len(values))
+    for v in values:
+        n = (v << 1) ^ (v >> 63)
+        if n < 0x80:
+            out.append(n)
+        else:
+            varint_to(out, n)
+
+
+def _binary_list_to(out: bytearray, values: Sequence[bytes]) -> None:
+    list_header_to(out, T.BINARY, len(values))
+    for v in values:
+        if len(v) < 0x80:
+            out.append(len(v))
+            out += v
+        else:
+            binary_to(out, v)
+
+
+def column_index_bytes(null_pages: Sequence[bool], mins: Sequence[bytes], maxs: Sequence[bytes], boundary_order: int,
+                       null_counts: Sequence[int], rep_histograms: Sequence[int] | None = None,
+                       def_histograms: Sequence[int] | None = None, nan_counts: Sequence[int] | None = None) -> bytes:
+    """A ColumnIndex: per page whether it holds only nulls, its bounds and null count, the pages'
+    boundary order, and the optional level histograms (flattened page by page) and NaN counts."""
+    out = bytearray()
+    _field_to(out, ColumnIndex.TYPES, 0, ColumnIndex.NULL_PAGES)
+    list_header_to(out, T.TRUE, len(null_pages))
+    out += bytes([1 if p else 2 for p in null_pages])
+    _field_to(out, ColumnIndex.TYPES, ColumnIndex.NULL_PAGES, ColumnIndex.MIN_VALUES)
+    _binary_list_to(out, mins)
+    _field_to(out, ColumnIndex.TYPES, ColumnIndex.MIN_VALUES, ColumnIndex.MAX_VALUES)
+    _binary_list_to(out, maxs)
+    _field_to(out, ColumnIndex.TYPES, ColumnIndex.MAX_VALUES, ColumnIndex.BOUNDARY_ORDER)
+    varint_to(out, boundary_order << 1)  # a small non-negative enum: its zigzag is twice it
+    last_id = ColumnIndex.BOUNDARY_ORDER
+    for field_id, values in ((ColumnIndex.NULL_COUNTS, null_counts),
+                             (ColumnIndex.REPETITION_LEVEL_HISTOGRAMS, rep_histograms),
+                             (ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS, def_histograms),
+                             (ColumnIndex.NAN_COUNTS, nan_counts)):
+        if values is not None:
+            last_id = _field_to(out, ColumnIndex.TYPES, last_id, field_id)
+            _signed_list_to(out, values)
+    out.append(_STOP)
+    return bytes(out)
+
+
+# PageLocation's three fields, each one after the other: their headers never change.
+_OFFSET, _SIZE, _FIRST_ROW = (((field_id - last) << 4) | PageLocation.TYPES[field_id] for last, field_id in (
+    (0, PageLocation.OFFSET),
+    (PageLocation.OFFSET, PageLocation.COMPRESSED_PAGE_SIZE),
+    (PageLocation.COMPRESSED_PAGE_SIZE, PageLocation.FIRST_ROW_INDEX)))
+
+
+def offset_index_bytes(offsets: Sequence[int], sizes: Sequence[int], first_rows: Sequence[int],
+                       unencoded: Sequence[int] | None = None) -> bytes:
+    """An OffsetIndex: per page its PageLocation (file offset, compressed size with header,
+    first row), and optionally its unencoded BYTE_ARRAY data bytes."""
+    out = bytearray()
+    _field_to(out, OffsetIndex.TYPES, 0, OffsetIndex.PAGE_LOCATIONS)
+    list_header_to(out, T.STRUCT, len(offsets))
+    for offset, size, first in zip(offsets, sizes, first_rows, strict=True):
+        for header, v in ((_OFFSET, offset), (_SIZE, size), (_FIRST_ROW, first)):
+            out.append(header)
+            n = (v << 1) ^ (v >> 63)
+            if n < 0x80:
+                out.append(n)
+            else:
+                varint_to(out, n)
+        out.append(_STOP)
+    if unencoded is not None:
+        _field_to(out, OffsetIndex.TYPES, OffsetIndex.PAGE_LOCATIONS, OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES)
+        _signed_list_to(out, unencoded)
+    out.append(_STOP)
+    return bytes(out)
