@@ -11,13 +11,6 @@ from pageindex.format.thrift import T, binary_to, list_header_to, varint_to
 _STOP = int(T.STOP)
 
 
-def _field_to(out: bytearray, types: dict[int, T], last_id: int, field_id: int) -> int:
-    """Append a field header in short form: the fields written here come in increasing ids, each
-    within 15 of the one before, where the compact protocol always takes the short form."""
-    out.append(((field_id - last_id) << 4) | types[field_id])
-    return field_id
-
-
 def _signed_list_to(out: bytearray, values: Sequence[int]) -> None:
     list_header_to(out, T.I64, len(values))
     for v in values:
@@ -44,14 +37,14 @@ def column_index_bytes(null_pages: Sequence[bool], mins: Sequence[bytes], maxs: 
     """A ColumnIndex: per page whether it holds only nulls, its bounds and null count, the pages'
     boundary order, and the optional level histograms (flattened page by page) and NaN counts."""
     out = bytearray()
-    _field_to(out, ColumnIndex.TYPES, 0, ColumnIndex.NULL_PAGES)
+    ColumnIndex.header_to(out, 0, ColumnIndex.NULL_PAGES)
     list_header_to(out, T.TRUE, len(null_pages))
     out += bytes([1 if p else 2 for p in null_pages])
-    _field_to(out, ColumnIndex.TYPES, ColumnIndex.NULL_PAGES, ColumnIndex.MIN_VALUES)
+    ColumnIndex.header_to(out, ColumnIndex.NULL_PAGES, ColumnIndex.MIN_VALUES)
     _binary_list_to(out, mins)
-    _field_to(out, ColumnIndex.TYPES, ColumnIndex.MIN_VALUES, ColumnIndex.MAX_VALUES)
+    ColumnIndex.header_to(out, ColumnIndex.MIN_VALUES, ColumnIndex.MAX_VALUES)
     _binary_list_to(out, maxs)
-    _field_to(out, ColumnIndex.TYPES, ColumnIndex.MAX_VALUES, ColumnIndex.BOUNDARY_ORDER)
+    ColumnIndex.header_to(out, ColumnIndex.MAX_VALUES, ColumnIndex.BOUNDARY_ORDER)
     varint_to(out, boundary_order << 1)  # a small non-negative enum: its zigzag is twice it
     last_id = ColumnIndex.BOUNDARY_ORDER
     for field_id, values in ((ColumnIndex.NULL_COUNTS, null_counts),
@@ -59,17 +52,14 @@ def column_index_bytes(null_pages: Sequence[bool], mins: Sequence[bytes], maxs: 
                              (ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS, def_histograms),
                              (ColumnIndex.NAN_COUNTS, nan_counts)):
         if values is not None:
-            last_id = _field_to(out, ColumnIndex.TYPES, last_id, field_id)
+            last_id = ColumnIndex.header_to(out, last_id, field_id)
             _signed_list_to(out, values)
     out.append(_STOP)
     return bytes(out)
 
 
-# PageLocation's three fields, each one after the other: their headers never change.
-_OFFSET, _SIZE, _FIRST_ROW = (((field_id - last) << 4) | PageLocation.TYPES[field_id] for last, field_id in (
-    (0, PageLocation.OFFSET),
-    (PageLocation.OFFSET, PageLocation.COMPRESSED_PAGE_SIZE),
-    (PageLocation.COMPRESSED_PAGE_SIZE, PageLocation.FIRST_ROW_INDEX)))
+_OFFSET, _SIZE, _FIRST_ROW = PageLocation.headers(PageLocation.OFFSET, PageLocation.COMPRESSED_PAGE_SIZE,
+                                                   PageLocation.FIRST_ROW_INDEX)
 
 
 def offset_index_bytes(offsets: Sequence[int], sizes: Sequence[int], first_rows: Sequence[int],
@@ -77,7 +67,7 @@ def offset_index_bytes(offsets: Sequence[int], sizes: Sequence[int], first_rows:
     """An OffsetIndex: per page its PageLocation (file offset, compressed size with header,
     first row), and optionally its unencoded BYTE_ARRAY data bytes."""
     out = bytearray()
-    _field_to(out, OffsetIndex.TYPES, 0, OffsetIndex.PAGE_LOCATIONS)
+    OffsetIndex.header_to(out, 0, OffsetIndex.PAGE_LOCATIONS)
     list_header_to(out, T.STRUCT, len(offsets))
     for offset, size, first in zip(offsets, sizes, first_rows, strict=True):
         for header, v in ((_OFFSET, offset), (_SIZE, size), (_FIRST_ROW, first)):
@@ -89,7 +79,7 @@ def offset_index_bytes(offsets: Sequence[int], sizes: Sequence[int], first_rows:
                 varint_to(out, n)
         out.append(_STOP)
     if unencoded is not None:
-        _field_to(out, OffsetIndex.TYPES, OffsetIndex.PAGE_LOCATIONS, OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES)
+        OffsetIndex.header_to(out, OffsetIndex.PAGE_LOCATIONS, OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES)
         _signed_list_to(out, unencoded)
     out.append(_STOP)
     return bytes(out)

@@ -112,6 +112,13 @@ class Struct:
         return Struct(tuple(f for f in self.fields if f.id not in field_ids))
 
 
+class Encoded(NamedTuple):
+    """A struct given as its encoded bytes, which the encoder writes as they are: a struct that is
+    only ever written, built straight to bytes, can sit in a tree of others (as `raw` does)."""
+
+    raw: bytes
+
+
 # Decoding works on (buffer, position) pairs in plain functions: a footer runs this for every
 # field it holds, and local variables cost less than a reader object's attributes.
 _new_field = tuple.__new__  # Field(...) without the named tuple's Python-level __new__
@@ -317,8 +324,8 @@ def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[St
 
 
 # Encoding appends to one bytearray through plain functions, for the same reason as decoding. The
-# primitives are public for format.index_blocks, which writes the index structs we build without a
-# tree.
+# primitives are public for the structs that are only ever written, built straight to bytes with
+# no tree (format.index_blocks, a synthesized file's column chunks).
 
 
 def varint_to(out: bytearray, n: int) -> None:
@@ -331,7 +338,11 @@ def varint_to(out: bytearray, n: int) -> None:
 
 def signed_to(out: bytearray, n: int) -> None:
     """Append the zigzag varint of a signed n (i16, i32 or i64)."""
-    varint_to(out, (n << 1) ^ (n >> 63))
+    n = (n << 1) ^ (n >> 63)
+    while n > 0x7F:  # varint_to's loop, inline: this runs for every integer written
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
 
 
 def binary_to(out: bytearray, value: bytes | str) -> None:
@@ -339,6 +350,18 @@ def binary_to(out: bytearray, value: bytes | str) -> None:
     data = value.encode() if isinstance(value, str) else value
     varint_to(out, len(data))
     out += data
+
+
+def field_header_to(out: bytearray, last_id: int, field_id: int, ftype: int) -> int:
+    """Append the header of a field (not a boolean: its value is in the header) that follows
+    field `last_id`; return field_id, the next field's last_id."""
+    delta = field_id - last_id
+    if 0 < delta <= 15:
+        out.append((delta << 4) | ftype)
+    else:
+        out.append(ftype)
+        signed_to(out, field_id)
+    return field_id
 
 
 def list_header_to(out: bytearray, elem_type: int, n: int) -> None:
@@ -402,7 +425,7 @@ def _map_to(out: bytearray, value: TMap) -> None:
         _value_to(out, value.value_type, v, True)
 
 
-def _struct_to(out: bytearray, value: Struct) -> None:
+def _struct_to(out: bytearray, value: Struct | Encoded) -> None:
     raw = value.raw
     if raw is not None:
         out += raw
@@ -433,7 +456,7 @@ def _struct_to(out: bytearray, value: Struct) -> None:
     out.append(_STOP)
 
 
-def encode_struct(value: Struct) -> bytes:
+def encode_struct(value: Struct | Encoded) -> bytes:
     """Encode a struct: the bytes a decoded struct came from, else canonical compact form (a
     struct built from decoded ones reuses their bytes)."""
     if value.raw is not None:
