@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from pageindex.format.parquet_thrift import ColumnIndex, OffsetIndex, PageLocation
-from pageindex.format.thrift import T, binary_to, list_header_to, varint_to
+from pageindex.format.thrift import T, binary_to, list_header_to, signed_to, varint_to
 
 _STOP = int(T.STOP)
 
@@ -45,7 +45,7 @@ def column_index_bytes(null_pages: Sequence[bool], mins: Sequence[bytes], maxs: 
     ColumnIndex.header_to(out, ColumnIndex.MIN_VALUES, ColumnIndex.MAX_VALUES)
     _binary_list_to(out, maxs)
     ColumnIndex.header_to(out, ColumnIndex.MAX_VALUES, ColumnIndex.BOUNDARY_ORDER)
-    varint_to(out, boundary_order << 1)  # a small non-negative enum: its zigzag is twice it
+    signed_to(out, boundary_order)
     last_id = ColumnIndex.BOUNDARY_ORDER
     for field_id, values in ((ColumnIndex.NULL_COUNTS, null_counts),
                              (ColumnIndex.REPETITION_LEVEL_HISTOGRAMS, rep_histograms),
