@@ -109,7 +109,9 @@ def compare(trees: dict[str, Path], rounds: int) -> list[str]:
 # Where one exact run's time goes. SPLIT does not overlap (Thrift calls never nest in Arrow's
 # decode or in each other); STAGES are inclusive, each holding its share of the SPLIT rows.
 SPLIT = (("pageindex.format.thrift", "decode_struct", "Thrift decode (footer, page headers)"),
-         ("pageindex.format.thrift", "encode_struct", "Thrift encode (indexes, footers)"))
+         ("pageindex.format.thrift", "encode_struct", "Thrift encode (indexes, footers)"),
+         ("pageindex.format.index_blocks", "column_index_bytes", "Thrift encode (indexes, footers)"),
+         ("pageindex.format.index_blocks", "offset_index_bytes", "Thrift encode (indexes, footers)"))
 STAGES = (("pageindex.format.footer", "read_footer", "read and decode the footer"),
           ("pageindex.scan.page_walk", "walk_chunk", "walk chunks (read, page headers)"),
           ("pageindex.scan.page_walk", "decode_page_header", "  of which page headers"),
@@ -117,8 +119,8 @@ STAGES = (("pageindex.format.footer", "read_footer", "read and decode the footer
           ("pageindex.scan.values", "decode_columns", "decode the groups (Arrow, opening the files)"),
           ("pageindex.scan.chunk_scan", "_finish", "levels and values from the decoded arrays"),
           ("pageindex.index.builder", "page_bounds", "page bounds (index kinds)"),
-          ("pageindex.index.builder", "column_index_struct", "ColumnIndex structs"),
-          ("pageindex.index.builder", "offset_index", "OffsetIndex structs"),
+          ("pageindex.index.builder", "column_index_block", "ColumnIndex blocks"),
+          ("pageindex.index.builder", "offset_index", "OffsetIndex blocks"),
           ("pageindex.index.tail_writer", "build_tail", "build the tail (encode indexes, footer)"))
 
 
@@ -156,7 +158,7 @@ def profile(path: Path) -> list[str]:
     finally:
         for owner, name, fn, _ in patches:
             setattr(owner, name, fn)
-    split = [label for _, _, label in SPLIT] + ["Arrow decode (read_row_group)"]
+    split = list(dict.fromkeys(label for _, _, label in SPLIT)) + ["Arrow decode (read_row_group)"]
     rest = total - sum(spent.get(label, 0.0) for label in split)
     rows = [(label, spent.get(label, 0.0)) for label in split] + [("rest: Python outside those", rest)]
     rows += [("stage: " + label, spent.get(label, 0.0)) for _, _, label in STAGES]

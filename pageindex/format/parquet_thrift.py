@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pageindex.format.thrift import Field, Struct, T
+from pageindex.format.thrift import Field, Struct, T, field_header_to
 
 _new_field = tuple.__new__  # Field(...) without the named tuple's Python-level __new__
 
@@ -43,6 +43,21 @@ class _Fields:
                 fields.append(_new_field(Field, (field_id, types[field_id], value)))
         fields.sort()  # ids are unique, so no two values are ever compared
         return Struct(tuple(fields))
+
+    @classmethod
+    def header_to(cls, out: bytearray, last_id: int, field_id: int) -> int:
+        """Append this field's header after field `last_id`, for a struct written straight to
+        bytes (thrift.field_header_to); return field_id."""
+        return field_header_to(out, last_id, field_id, cls.TYPES[field_id])
+
+    @classmethod
+    def headers(cls, *field_ids: int) -> bytes:
+        """The headers of these fields, each after the one before (the first opens the struct):
+        what a struct written straight to bytes appends, computed once."""
+        out, last_id = bytearray(), 0
+        for field_id in field_ids:
+            last_id = cls.header_to(out, last_id, field_id)
+        return bytes(out)
 
     @classmethod
     def set(cls, struct: Struct, field_id: int, value: Any) -> Struct:

@@ -76,9 +76,15 @@ class TMap:
 
 @dataclass(frozen=True)
 class Struct:
-    """A decoded struct: its fields in the order they were read."""
+    """A decoded struct: its fields in the order they were read.
+
+    A struct decoded from a buffer also keeps `raw`, the bytes it was decoded from, which the
+    encoder writes back as they are (a footer's unchanged subtrees are not encoded again). It is
+    an instance attribute outside the dataclass fields: equality, hash and repr ignore it, and
+    every new struct (set, without, dataclasses.replace) starts without it."""
 
     fields: tuple[Field, ...] = ()
+    raw = None  # bytes | None: the class default, for structs built rather than decoded
 
     def get(self, field_id: int, default: Any = None) -> Any:
         for f in self.fields:
@@ -107,6 +113,13 @@ class Struct:
 
     def without(self, *field_ids: int) -> "Struct":
         return Struct(tuple(f for f in self.fields if f.id not in field_ids))
+
+
+class Encoded(NamedTuple):
+    """A struct given as its encoded bytes, which the encoder writes as they are: a struct that is
+    only ever written, built straight to bytes, can sit in a tree of others (as `raw` does)."""
+
+    raw: bytes
 
 
 # Decoding works on (buffer, position) pairs in plain functions: a footer runs this for every
@@ -177,6 +190,7 @@ def _size(buf: Buffer, pos: int, end: int, min_elem_bytes: int) -> tuple[int, in
 
 
 def _struct(buf: Buffer, pos: int, end: int, depth: int) -> tuple[Struct, int]:
+    start = pos
     fields: list[Field] = []
     append = fields.append
     last_id = 0
@@ -187,7 +201,11 @@ def _struct(buf: Buffer, pos: int, end: int, depth: int) -> tuple[Struct, int]:
         pos += 1
         ftype = header & 0x0F
         if ftype == _STOP:
-            return Struct(tuple(fields)), pos
+            decoded = Struct(tuple(fields))
+            raw = buf[start:pos]
+            # Set past the frozen __setattr__, once, here; as bytes: a view would keep its buffer alive.
+            decoded.__dict__["raw"] = raw if type(raw) is bytes else bytes(raw)
+            return decoded, pos
         delta = header >> 4
         if delta:
             field_id = last_id + delta
@@ -341,33 +359,63 @@ def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[St
         return _struct(buf, pos, len(buf) if end is None else end, 0)
 
 
-# Encoding appends to one bytearray through plain functions, for the same reason as decoding.
+# Encoding appends to one bytearray through plain functions, for the same reason as decoding. The
+# primitives are public for the structs that are only ever written, built straight to bytes with
+# no tree (format.index_blocks, a synthesized file's column chunks).
 
 
-def _varint_to(out: bytearray, n: int) -> None:
+def varint_to(out: bytearray, n: int) -> None:
+    """Append the unsigned varint of n."""
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
 
 
-def _signed_to(out: bytearray, n: int) -> None:
-    _varint_to(out, (n << 1) ^ (n >> 63))
+def signed_to(out: bytearray, n: int) -> None:
+    """Append the zigzag varint of a signed n (i16, i32 or i64)."""
+    n = (n << 1) ^ (n >> 63)
+    while n > 0x7F:  # varint_to's loop, inline: this runs for every integer written
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
 
 
-def _binary_to(out: bytearray, value: bytes | str) -> None:
+def binary_to(out: bytearray, value: bytes | str) -> None:
+    """Append a binary (or UTF-8 string): its length, then its bytes."""
     data = value.encode() if isinstance(value, str) else value
-    _varint_to(out, len(data))
+    varint_to(out, len(data))
     out += data
+
+
+def field_header_to(out: bytearray, last_id: int, field_id: int, ftype: int) -> int:
+    """Append the header of a field (not a boolean: its value is in the header) that follows
+    field `last_id`; return field_id, the next field's last_id."""
+    delta = field_id - last_id
+    if 0 < delta <= 15:
+        out.append((delta << 4) | ftype)
+    else:
+        out.append(ftype)
+        signed_to(out, field_id)
+    return field_id
+
+
+def list_header_to(out: bytearray, elem_type: int, n: int) -> None:
+    """Append the header of a list of n elements of this type."""
+    if n < 15:
+        out.append((n << 4) | elem_type)
+    else:
+        out.append(0xF0 | elem_type)
+        varint_to(out, n)
 
 
 def _value_to(out: bytearray, ttype: int, value: Any, in_container: bool) -> None:
     if ttype == _I32 or ttype == _I64 or ttype == _I16:
-        _signed_to(out, value)
+        signed_to(out, value)
     elif ttype == _BYTE:
         out.append(value & 0xFF)
     elif ttype == _BINARY:
-        _binary_to(out, value)
+        binary_to(out, value)
     elif ttype == _STRUCT:
         _struct_to(out, value)
     elif ttype == _TRUE or ttype == _FALSE:
@@ -386,31 +434,26 @@ def _value_to(out: bytearray, ttype: int, value: Any, in_container: bool) -> Non
 
 
 def _list_to(out: bytearray, value: TList) -> None:
-    n = len(value.items)
     etype = int(value.elem_type)
-    if n < 15:
-        out.append((n << 4) | etype)
-    else:
-        out.append(0xF0 | etype)
-        _varint_to(out, n)
+    list_header_to(out, etype, len(value.items))
     if etype == _STRUCT:
         for item in value.items:
             _struct_to(out, item)
     elif etype == _I32 or etype == _I64:
         for item in value.items:
-            _signed_to(out, item)
+            signed_to(out, item)
     elif etype == _TRUE:
         out += bytes(1 if item else 2 for item in value.items)
     elif etype == _BINARY:
         for item in value.items:
-            _binary_to(out, item)
+            binary_to(out, item)
     else:
         for item in value.items:
             _value_to(out, etype, item, True)
 
 
 def _map_to(out: bytearray, value: TMap) -> None:
-    _varint_to(out, len(value.items))
+    varint_to(out, len(value.items))
     if value.items:
         out.append((int(value.key_type) << 4) | int(value.value_type))
     for k, v in value.items:
@@ -418,7 +461,11 @@ def _map_to(out: bytearray, value: TMap) -> None:
         _value_to(out, value.value_type, v, True)
 
 
-def _struct_to(out: bytearray, value: Struct) -> None:
+def _struct_to(out: bytearray, value: Struct | Encoded) -> None:
+    raw = value.raw
+    if raw is not None:
+        out += raw
+        return
     last_id = 0
     for field_id, ftype, fvalue in value.fields:
         if ftype == _TRUE or ftype == _FALSE:
@@ -428,25 +475,28 @@ def _struct_to(out: bytearray, value: Struct) -> None:
             out.append((delta << 4) | ftype)
         else:
             out.append(ftype)
-            _signed_to(out, field_id)
+            signed_to(out, field_id)
         if ftype == _I32 or ftype == _I64:
             n = (fvalue << 1) ^ (fvalue >> 63)
             if n < 0x80:
                 out.append(n)
             else:
-                _varint_to(out, n)
+                varint_to(out, n)
         elif ftype == _STRUCT:
             _struct_to(out, fvalue)
         elif ftype == _BINARY:
-            _binary_to(out, fvalue)
+            binary_to(out, fvalue)
         else:
             _value_to(out, ftype, fvalue, False)
         last_id = field_id
     out.append(_STOP)
 
 
-def encode_struct(value: Struct) -> bytes:
-    """Encode a struct in canonical compact form."""
+def encode_struct(value: Struct | Encoded) -> bytes:
+    """Encode a struct: the bytes a decoded struct came from, else canonical compact form (a
+    struct built from decoded ones reuses their bytes)."""
+    if value.raw is not None:
+        return value.raw
     out = bytearray()
     _struct_to(out, value)
     return bytes(out)

@@ -8,29 +8,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pageindex.format.column_order import Order
-from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, OffsetIndex, PageLocation
+from pageindex.format.index_blocks import column_index_bytes, offset_index_bytes
+from pageindex.format.parquet_thrift import BoundaryOrder
 from pageindex.format.schema import Leaf
-from pageindex.format.thrift import Struct, T, TList
 from pageindex.index.kinds import codec_for
 from pageindex.index.kinds.base import Bounds, Refusal, chunk_runs, dictionary_indices
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages
 
 
-def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | None) -> Struct:
-    locations = tuple(
-        Struct((
-            PageLocation.field(PageLocation.OFFSET, p.offset),
-            PageLocation.field(PageLocation.COMPRESSED_PAGE_SIZE, p.size),
-            PageLocation.field(PageLocation.FIRST_ROW_INDEX, first),
-        ))
-        for p, first in zip(pages.pages, levels.first_rows.tolist())
-    )
-    fields = [OffsetIndex.field(OffsetIndex.PAGE_LOCATIONS, TList(T.STRUCT, locations))]
-    if unencoded is not None:
-        fields.append(OffsetIndex.field(OffsetIndex.UNENCODED_BYTE_ARRAY_DATA_BYTES,
-                                        TList(T.I64, tuple(unencoded.tolist()))))
-    return Struct(tuple(fields))
+def offset_index(pages: ChunkPages, levels: PageLevels, unencoded: np.ndarray | None) -> bytes:
+    """The chunk's OffsetIndex, encoded."""
+    return offset_index_bytes([p.offset for p in pages.pages], [p.size for p in pages.pages],
+                              levels.first_rows.tolist(), None if unencoded is None else unencoded.tolist())
 
 
 def unencoded_bytes(values: pa.ChunkedArray, defined: np.ndarray) -> np.ndarray:
@@ -49,33 +39,26 @@ def unencoded_bytes(values: pa.ChunkedArray, defined: np.ndarray) -> np.ndarray:
 
 
 def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.ChunkedArray,
-                 truncate_length: int) -> Struct | Refusal:
+                 truncate_length: int) -> bytes | Refusal:
+    """The chunk's ColumnIndex, encoded, or why it has none."""
     bounds = page_bounds(leaf, order, values, levels.defined, truncate_length)
     if isinstance(bounds, Refusal):
         return bounds
-    return column_index_struct(bounds, levels)
+    return column_index_block(bounds, levels)
 
 
-def column_index_struct(bounds: Bounds, levels: PageLevels) -> Struct:
-    """The ColumnIndex of these page bounds and level facts (also what page statistics give)."""
+def column_index_block(bounds: Bounds, levels: PageLevels) -> bytes:
+    """The encoded ColumnIndex of these page bounds and level facts (also what page statistics give)."""
     # Python ints from one tolist() each: iterating a numpy array makes a numpy scalar per item.
-    null_pages = tuple(d == 0 for d in levels.defined.tolist())
-    fields = [
-        ColumnIndex.field(ColumnIndex.NULL_PAGES, TList(T.TRUE, null_pages)),
-        ColumnIndex.field(ColumnIndex.MIN_VALUES, TList(T.BINARY, tuple(m or b"" for m in bounds.mins))),
-        ColumnIndex.field(ColumnIndex.MAX_VALUES, TList(T.BINARY, tuple(m or b"" for m in bounds.maxs))),
-        ColumnIndex.field(ColumnIndex.BOUNDARY_ORDER, boundary_order(bounds)),
-        ColumnIndex.field(ColumnIndex.NULL_COUNTS, TList(T.I64, tuple(levels.nulls.tolist()))),
-    ]
-    if levels.rep_histograms is not None:
-        fields.append(ColumnIndex.field(ColumnIndex.REPETITION_LEVEL_HISTOGRAMS,
-                                        TList(T.I64, tuple(levels.rep_histograms.ravel().tolist()))))
-    if levels.def_histograms is not None:
-        fields.append(ColumnIndex.field(ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS,
-                                        TList(T.I64, tuple(levels.def_histograms.ravel().tolist()))))
-    if bounds.nan_counts is not None:
-        fields.append(ColumnIndex.field(ColumnIndex.NAN_COUNTS, TList(T.I64, bounds.nan_counts)))
-    return Struct(tuple(fields))
+    return column_index_bytes(
+        [d == 0 for d in levels.defined.tolist()],
+        [m or b"" for m in bounds.mins],
+        [m or b"" for m in bounds.maxs],
+        boundary_order(bounds),
+        levels.nulls.tolist(),
+        None if levels.rep_histograms is None else levels.rep_histograms.ravel().tolist(),
+        None if levels.def_histograms is None else levels.def_histograms.ravel().tolist(),
+        bounds.nan_counts)
 
 
 def boundary_order(bounds: Bounds) -> int:

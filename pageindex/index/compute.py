@@ -10,7 +10,7 @@ from typing import Iterator
 from pageindex.errors import PageIndexError
 from pageindex.format.footer import Footer
 from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, Type
-from pageindex.format.thrift import Struct
+from pageindex.format.thrift import decode_struct
 from pageindex.index import page_stats
 from pageindex.index.bloom.blob import build_filter
 from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
@@ -136,7 +136,7 @@ def _from_page_stats(source: Source, footer: Footer, planned: ChunkPlan, truncat
     if _no_valid_index(levels) is not None or int(levels.rows.sum()) != footer.row_group_rows[chunk.row_group]:
         return Fallback.UNINDEXABLE_PAGES
     ci = page_stats.column_index_from_headers(chunk, order, headers.stats, levels, truncate_length)
-    if not isinstance(ci, Struct):
+    if not isinstance(ci, bytes):
         return ci
     oi = offset_index(headers.pages, levels, None)
     report = ChunkReport(chunk.row_group, chunk.leaf.dotted, len(headers.pages.pages), True, True,
@@ -169,9 +169,12 @@ def _from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int) -> Com
     return replace(indexes, bloom_filter=blob), replace(report, bloom_filter=len(blob), bloom_ndv=bloom.ndv)
 
 
-def _ordered(ci: Struct | None) -> bool:
+def _ordered(raw: bytes | None) -> bool:
     """The pages' bounds are sorted, over enough pages that chance is unlikely to have sorted them."""
-    return (ci is not None and len(ci.get(ColumnIndex.MIN_VALUES).items) >= AUTO_MIN_ORDERED_PAGES
+    if raw is None:
+        return False
+    ci = decode_struct(raw)[0]  # read back: the index is built as bytes
+    return (len(ci.get(ColumnIndex.MIN_VALUES).items) >= AUTO_MIN_ORDERED_PAGES
             and ci.get(ColumnIndex.BOUNDARY_ORDER) != BoundaryOrder.UNORDERED)
 
 

@@ -13,7 +13,7 @@ from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import DataPageHeader, DataPageHeaderV2, PageHeader, PageType, Statistics, Type
 from pageindex.format.thrift import Struct
-from pageindex.index.builder import column_index_struct
+from pageindex.index.builder import column_index_block
 from pageindex.index.fallback import Fallback
 from pageindex.index.kinds import codec_for, comparable
 from pageindex.index.kinds.base import Bounds
@@ -87,7 +87,7 @@ def _null_count(st: Struct | None) -> int | None:
 
 
 def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struct | None, ...],
-                              levels: PageLevels, truncate_length: int) -> Struct | Fallback:
+                              levels: PageLevels, truncate_length: int) -> bytes | Fallback:
     """The ColumnIndex from header bounds and the chunk's levels, or why the headers are not
     enough. Every header's null_count must match the levels: writers that count a nested
     column's nulls another way are decoded exactly."""
@@ -116,4 +116,4 @@ def column_index_from_headers(chunk: ChunkMeta, order: Order, stats: tuple[Struc
     keys_hi = [None if v is None else comparable(leaf, order, v) for v in maxs]
     if any(v is None for v, m in zip(keys_lo + keys_hi, mins + maxs) if m is not None):
         return Fallback.UNDECODABLE_BOUND
-    return column_index_struct(Bounds(tuple(mins), tuple(maxs), tuple(keys_lo), tuple(keys_hi), None), levels)
+    return column_index_block(Bounds(tuple(mins), tuple(maxs), tuple(keys_lo), tuple(keys_hi), None), levels)

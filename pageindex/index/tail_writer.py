@@ -26,10 +26,10 @@ _INDEX_LOCATION = (ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LEN
 
 @dataclass(frozen=True)
 class ChunkIndexes:
-    """The indexes to write for one chunk; None means that index is omitted."""
+    """The encoded indexes to write for one chunk; None means that index is omitted."""
 
-    column_index: Struct | None
-    offset_index: Struct | None
+    column_index: bytes | None
+    offset_index: bytes | None
     bloom_filter: bytes | None = None  # header + bitset; None keeps the chunk's filter, if any
 
 
@@ -43,10 +43,9 @@ def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -
     for attr, locations in (("bloom_filter", bloom_loc), ("column_index", ci_loc), ("offset_index", oi_loc)):
         for rg, row in enumerate(indexes):
             for col, chunk in enumerate(row):
-                block = getattr(chunk, attr)
-                if block is None:
+                raw = getattr(chunk, attr)
+                if raw is None:
                     continue
-                raw = block if isinstance(block, bytes) else encode_struct(block)
                 locations[(rg, col)] = (pos, len(raw))
                 blobs.append(raw)
                 pos += len(raw)
@@ -62,18 +61,9 @@ def _new_metadata(footer: Footer, bloom_loc: dict, ci_loc: dict, oi_loc: dict, m
     for rg_index, rg in enumerate(meta.get(FileMetaData.ROW_GROUPS).items):
         chunks = []
         for col, cc in enumerate(rg.get(RowGroup.COLUMNS).items):
-            cc = cc.without(*_INDEX_LOCATION)
             if (rg_index, col) in bloom_loc:
                 cc = _with_bloom_location(cc, *bloom_loc[(rg_index, col)])
-            if (rg_index, col) in oi_loc:
-                off, length = oi_loc[(rg_index, col)]
-                cc = ColumnChunk.set(cc, ColumnChunk.OFFSET_INDEX_OFFSET, off)
-                cc = ColumnChunk.set(cc, ColumnChunk.OFFSET_INDEX_LENGTH, length)
-            if (rg_index, col) in ci_loc:
-                off, length = ci_loc[(rg_index, col)]
-                cc = ColumnChunk.set(cc, ColumnChunk.COLUMN_INDEX_OFFSET, off)
-                cc = ColumnChunk.set(cc, ColumnChunk.COLUMN_INDEX_LENGTH, length)
-            chunks.append(cc)
+            chunks.append(_with_index_locations(cc, oi_loc.get((rg_index, col)), ci_loc.get((rg_index, col))))
         groups.append(RowGroup.set(rg, RowGroup.COLUMNS, TList(T.STRUCT, tuple(chunks))))
     meta = FileMetaData.set(meta, FileMetaData.ROW_GROUPS, TList(T.STRUCT, tuple(groups)))
     if not meta.has(FileMetaData.COLUMN_ORDERS):
@@ -81,6 +71,23 @@ def _new_metadata(footer: Footer, bloom_loc: dict, ci_loc: dict, oi_loc: dict, m
         meta = FileMetaData.set(meta, FileMetaData.COLUMN_ORDERS, orders)
     kvs = _with_marker(meta.get(FileMetaData.KEY_VALUE_METADATA), marker)
     return FileMetaData.set(meta, FileMetaData.KEY_VALUE_METADATA, kvs)
+
+
+def _with_index_locations(cc: Struct, oi: tuple[int, int] | None, ci: tuple[int, int] | None) -> Struct:
+    """The chunk with its index locations (fields 4-7) replaced by these: in one pass, inserted where
+    Struct.set would put them one after the other (before the first field of a larger id)."""
+    kept = [f for f in cc.fields if f.id not in _INDEX_LOCATION]
+    new = []
+    if oi is not None:
+        new += [ColumnChunk.field(ColumnChunk.OFFSET_INDEX_OFFSET, oi[0]),
+                ColumnChunk.field(ColumnChunk.OFFSET_INDEX_LENGTH, oi[1])]
+    if ci is not None:
+        new += [ColumnChunk.field(ColumnChunk.COLUMN_INDEX_OFFSET, ci[0]),
+                ColumnChunk.field(ColumnChunk.COLUMN_INDEX_LENGTH, ci[1])]
+    if len(kept) == len(cc.fields) and not new:
+        return cc  # unchanged: its bytes are reused
+    at = next((i for i, f in enumerate(kept) if f.id > ColumnChunk.OFFSET_INDEX_OFFSET), len(kept))
+    return Struct(tuple(kept[:at] + new + kept[at:]))
 
 
 def _with_bloom_location(cc: Struct, offset: int, length: int) -> Struct:

@@ -1,6 +1,7 @@
 """pageindex.format.thrift: compact-protocol codec round trips, unknown fields, hardening and fuzzing."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import struct
@@ -21,6 +22,7 @@ from pageindex.format.thrift import (
     encode_struct,
 )
 from tests.helpers.corpus import corpus_path, corpus_rows
+from tests.helpers.thrift_trees import rebuilt
 
 VALID = [corpus_path(r) for cat in ("candidate", "oracle") for r in corpus_rows(cat)]
 
@@ -43,6 +45,7 @@ def test_corpus_footer_round_trips_byte_identically(path):
     raw = footer_bytes(path)
     decoded, end = decode_struct(raw)
     assert end == len(raw)
+    assert encode_struct(rebuilt(decoded)) == raw  # every writer's footer here is canonical
     assert encode_struct(decoded) == raw
     # decoding at an offset inside a larger buffer gives the same tree and end position
     padded = b"xyz" + raw + b"junk"
@@ -85,7 +88,7 @@ def test_every_type_round_trips():
     back, end = decode_struct(raw)
     assert end == len(raw)
     assert back == s
-    assert encode_struct(back) == raw
+    assert encode_struct(rebuilt(back)) == raw
 
 
 def test_unknown_fields_of_every_type_survive_in_a_real_footer(footers):
@@ -103,10 +106,10 @@ def test_unknown_fields_of_every_type_survive_in_a_real_footer(footers):
     cc0 = cc0.set(3, T.STRUCT, cc0.get(3).set(200, T.MAP, TMap(T.I32, T.STRUCT, ((5, unknown),))))
     rg0 = rg0.set(1, T.LIST, TList(T.STRUCT, (cc0,) + rg0.get(1).items[1:]))
     meta = meta.set(4, T.LIST, TList(T.STRUCT, (rg0,) + rgs.items[1:]))
-    encoded = encode_struct(meta)
+    encoded = encode_struct(meta)  # the unchanged subtrees' bytes reused around the new ones
     back, end = decode_struct(encoded)
     assert end == len(encoded) and back == meta
-    assert encode_struct(back) == encoded
+    assert encode_struct(rebuilt(meta)) == encoded
     # The footer decoder accepts and keeps them.
     data_end = corpus_path("parquet-testing/data/alltypes_tiny_pages.parquet").stat().st_size - len(raw) - 8
     footer = decode_footer(encoded, data_end + len(encoded) + 8, "mem")
@@ -120,6 +123,35 @@ def test_field_id_deltas_and_long_form():
                 Field(32767, T.TRUE, True)))
     raw = encode_struct(s)
     assert decode_struct(raw)[0] == s
+
+
+# ------------------------------------------------------------------ the bytes a struct was decoded from
+
+def test_decoded_structs_keep_their_bytes_and_new_ones_do_not():
+    inner = Struct((Field(1, T.I64, 300), Field(2, T.BINARY, b"x")))
+    raw = encode_struct(Struct((Field(1, T.STRUCT, inner), Field(2, T.LIST, TList(T.STRUCT, (inner,))))))
+    back = decode_struct(b"pad" + raw, 3)[0]
+    assert back.raw == raw and back.get(1).raw == encode_struct(inner) == back.get(2).items[0].raw
+    assert type(back.raw) is bytes and type(decode_struct(memoryview(raw))[0].raw) is bytes
+    assert inner.raw is None and back.get(1) == inner and hash(back.get(1)) == hash(inner)
+    assert repr(back.get(1)) == repr(inner)
+    for new in (back.set(3, T.I32, 1), back.set(1, T.STRUCT, inner), back.without(2), back.without(),
+                dataclasses.replace(back), dataclasses.replace(back, fields=back.fields[:1])):
+        assert new.raw is None
+        assert decode_struct(encode_struct(new))[0] == new
+
+
+def test_unchanged_structs_keep_a_writer_s_own_encoding():
+    """A writer's non-canonical encoding (here a field id in long form and a padded varint, both
+    legal) is kept for the structs left unchanged, and written canonically once changed."""
+    inner = b"\x06\x04\x80\x00\x00"  # field 2 (long form), i64 0 in two bytes
+    raw = b"\x1c" + inner + b"\x15\x04\x00"  # field 1: that struct; field 2: i32 2
+    tree = decode_struct(raw)[0]
+    assert tree == Struct((Field(1, T.STRUCT, Struct((Field(2, T.I64, 0),))), Field(2, T.I32, 2)))
+    assert encode_struct(tree) == raw
+    changed = tree.set(2, T.I32, 3)
+    assert encode_struct(changed) == b"\x1c" + inner + b"\x15\x06\x00"
+    assert encode_struct(rebuilt(changed)) == b"\x1c\x26\x00\x00\x15\x06\x00"
 
 
 # ------------------------------------------------------------------ Struct.set / without
@@ -297,7 +329,7 @@ def test_empty_list_with_element_type_zero_is_accepted_losslessly():
     assert end == len(raw)
     assert decoded.get(1) == TList(T.STOP, ())
     assert decoded.get(2) == 2
-    assert encode_struct(decoded) == raw
+    assert encode_struct(rebuilt(decoded)) == raw
     # A non-empty list of element type 0 is still refused (test_invalid_types).
 
 
@@ -341,7 +373,9 @@ def test_fuzz_mutated_footers(footers):
         started = time.perf_counter()
         try:
             tree, end = decode_struct(mutated)
-            encode_struct(tree)  # whatever decodes must encode again
+            assert encode_struct(tree) == mutated[:end]
+            anew = encode_struct(rebuilt(tree))  # and anew, stably (trees may hold NaN, so compare bytes)
+            assert encode_struct(rebuilt(decode_struct(anew)[0])) == anew
             decode_footer(mutated[:end], end + 8 + rng.randrange(0, 10**6), "fuzz")
             outcomes["ok"] += 1
         except PageIndexError:

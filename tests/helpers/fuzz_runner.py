@@ -62,11 +62,14 @@ def _emit(obj: dict[str, Any]) -> None:
 
 def _thrift(data: bytes) -> dict[str, Any]:
     from pageindex.format.thrift import decode_struct, encode_struct
+    from tests.helpers.thrift_trees import rebuilt
 
     tree, end = decode_struct(data)
-    once = encode_struct(tree)
+    if encode_struct(tree) != data[:end]:
+        raise AssertionError("decoded struct does not encode back to the bytes it came from")
+    once = encode_struct(rebuilt(tree))
     again, end2 = decode_struct(once)
-    if end2 != len(once) or encode_struct(again) != once:
+    if end2 != len(once) or encode_struct(rebuilt(again)) != once:
         raise AssertionError("decoded struct does not re-encode to a stable canonical form")
     return {"fields": len(tree.fields), "end": end}
 

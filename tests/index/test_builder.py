@@ -18,7 +18,7 @@ import pytest
 
 from pageindex.format.column_order import Kind, order_for, type_order
 from pageindex.format.parquet_thrift import BoundaryOrder, LogicalType, Type
-from pageindex.format.thrift import Struct, T
+from pageindex.format.thrift import Struct, T, decode_struct
 from pageindex.index import builder as index_builder
 from pageindex.index.builder import (
     Bounds,
@@ -597,11 +597,11 @@ def _page(offset: int, size: int, num_values: int) -> Page:
 def test_offset_index_first_rows_and_unencoded():
     pages = ChunkPages(4, b"", None, (_page(4, 100, 3), _page(104, 50, 0), _page(154, 70, 5)), False)
     levels = PageLevels(np.array([3, 0, 5]), None, None, None, None, None)
-    oi = offset_index(pages, levels, np.array([7, 0, 11]))
+    oi = decode_struct(offset_index(pages, levels, np.array([7, 0, 11])))[0]
     locs = oi.get(1).items
     assert [(l.get(1), l.get(2), l.get(3)) for l in locs] == [(4, 100, 0), (104, 50, 3), (154, 70, 3)]
     assert oi.get(2).items == (7, 0, 11)
-    assert not offset_index(pages, levels, None).has(2)
+    assert not decode_struct(offset_index(pages, levels, None))[0].has(2)
 
 
 def test_unencoded_bytes_per_page():
@@ -636,7 +636,7 @@ def test_column_index_fields():
     levels = PageLevels(np.array([3, 2, 4]), np.array([1, 2, 0]), np.array([2, 0, 4]),
                         np.array([[1, 2], [2, 0], [0, 4]]), None, None)
     values = pa.chunked_array([[5, 3, 1, 2, 3, 4]], pa.int32())
-    ci = column_index(lf, type_order(lf), levels, values, L)
+    ci = decode_struct(column_index(lf, type_order(lf), levels, values, L))[0]
     assert ci.get(1).items == (False, True, False)
     assert ci.get(2).items == (struct.pack("<i", 3), b"", struct.pack("<i", 1))
     assert ci.get(3).items == (struct.pack("<i", 5), b"", struct.pack("<i", 4))
@@ -652,10 +652,10 @@ def test_column_index_nan_counts_only_under_total_order():
     lf = leaf(Type.FLOAT)
     levels = PageLevels(np.array([2, 1]), np.array([0, 0]), np.array([2, 1]), None, None, None)
     values = pa.chunked_array([[1.0, float("nan"), float("nan")]], pa.float32())
-    ci = column_index(lf, order_for(lf, TOTAL_ORDER), levels, values, L)
+    ci = decode_struct(column_index(lf, order_for(lf, TOTAL_ORDER), levels, values, L))[0]
     assert ci.get(8).items == (1, 1)
     assert ci.get(2).items[1] == ci.get(3).items[1]  # the all-NaN page is bounded by its NaN
-    ci = column_index(lf, type_order(lf), levels, pa.chunked_array([[1.0, 2.0, 3.0]], pa.float32()), L)
+    ci = decode_struct(column_index(lf, type_order(lf), levels, pa.chunked_array([[1.0, 2.0, 3.0]], pa.float32()), L))[0]
     assert not ci.has(8)
 
 

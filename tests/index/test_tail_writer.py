@@ -1,6 +1,7 @@
 """pageindex.index.tail_writer: tail layout, marker, column_orders, stale index pointers, footer preservation."""
 from __future__ import annotations
 
+import random
 import struct
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from pageindex.format.footer import decode_footer, read_footer
 from pageindex.format.parquet_thrift import ColumnChunk, FileMetaData
 from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
 from pageindex.index.marker import MARKER_KEY, marker_value
-from pageindex.index.tail_writer import TYPE_ORDER, ChunkIndexes, build_tail
+from pageindex.index.tail_writer import TYPE_ORDER, ChunkIndexes, _with_index_locations, build_tail
 from pageindex.io.storage import open_source
 from pageindex.verify import verify
 from tests.helpers.corpus import corpus_path
@@ -188,7 +189,8 @@ def test_build_tail_unit(three_groups):
     stale = decode_footer(encode_struct(meta), footer.footer_start + len(encode_struct(meta)) + 8, "x")
     ci = Struct((Field(1, T.LIST, TList(T.TRUE, (True,))),))
     oi = Struct((Field(1, T.LIST, TList(T.STRUCT, ())),))
-    plan = [[ChunkIndexes(ci, oi), ChunkIndexes(None, oi), ChunkIndexes(None, None)] for _ in range(3)]
+    ci_raw, oi_raw = encode_struct(ci), encode_struct(oi)
+    plan = [[ChunkIndexes(ci_raw, oi_raw), ChunkIndexes(None, oi_raw), ChunkIndexes(None, None)] for _ in range(3)]
     tail = build_tail(stale, plan, "m")
     (n,) = struct.unpack("<I", tail[-8:-4])
     new_meta, _ = decode_struct(tail[-8 - n : -8])
@@ -203,3 +205,21 @@ def test_build_tail_unit(three_groups):
         assert not any(c.has(i) for i in (4, 5, 6, 7))
     assert len(tail) == 3 * ci_len + 6 * oi_len + n + 8
     assert tail[: ci_len] == encode_struct(ci)
+
+
+def test_index_locations_go_where_struct_set_puts_them():
+    """One pass gives what removing the old locations and setting each new one would, whatever
+    order the writer put the chunk's fields in; a chunk left as it was keeps its decoded bytes."""
+    rng = random.Random(28)
+    for _ in range(300):
+        ids = rng.sample([1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 40], rng.randint(0, 8))
+        cc = Struct(tuple(Field(i, T.I64, i) for i in ids))
+        oi = (rng.randrange(1 << 40), rng.randrange(1 << 20)) if rng.random() < 0.7 else None
+        ci = (rng.randrange(1 << 40), rng.randrange(1 << 20)) if rng.random() < 0.7 else None
+        expected = cc.without(4, 5, 6, 7)
+        for located, first in ((oi, ColumnChunk.OFFSET_INDEX_OFFSET), (ci, ColumnChunk.COLUMN_INDEX_OFFSET)):
+            if located is not None:
+                expected = ColumnChunk.set(ColumnChunk.set(expected, first, located[0]), first + 1, located[1])
+        assert _with_index_locations(cc, oi, ci) == expected
+    decoded = decode_struct(encode_struct(Struct((Field(2, T.I64, 4),))))[0]
+    assert _with_index_locations(decoded, None, None).raw == decoded.raw

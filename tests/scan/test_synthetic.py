@@ -1,12 +1,16 @@
-"""pageindex.scan.synthetic: a synthesized file is read from its parts without copying the page bytes."""
+"""pageindex.scan.synthetic: a synthesized file is read from its parts without copying the page bytes,
+and its column chunks are written as the generic encoder writes them."""
 from __future__ import annotations
 
 import io
+import random
 
 import numpy as np
 
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, Encoding
+from pageindex.format.thrift import Struct, T, TList, decode_struct, encode_struct
 from pageindex.io.storage import open_source
-from pageindex.scan.synthetic import Synthesized, _PartsReader
+from pageindex.scan.synthetic import Synthesized, _PartsReader, column_chunk
 
 
 def _reads_like(reader: _PartsReader, joined: bytes, seed: int, reads: int, max_size: int) -> None:
@@ -46,3 +50,28 @@ def test_reads_within_a_part_are_views_not_copies():
     reader.seek(4)
     view = reader.read(1000)
     assert isinstance(view, memoryview) and view.obj is data
+
+
+def _column_chunk_tree(physical_type, path, codec, pos, *, num_values, uncompressed, compressed, data_offset,
+                       dictionary_offset) -> Struct:
+    """The ColumnChunk column_chunk writes, built as a tree for the generic encoder."""
+    meta = ColumnMetaData.make(
+        TYPE=physical_type, ENCODINGS=TList(T.I32, (Encoding.PLAIN,)),
+        PATH_IN_SCHEMA=TList(T.BINARY, tuple(p.encode() for p in path)), CODEC=codec, NUM_VALUES=num_values,
+        TOTAL_UNCOMPRESSED_SIZE=uncompressed, TOTAL_COMPRESSED_SIZE=compressed, DATA_PAGE_OFFSET=data_offset,
+        DICTIONARY_PAGE_OFFSET=dictionary_offset)
+    return ColumnChunk.make(FILE_OFFSET=pos, META_DATA=meta)
+
+
+def test_column_chunk_bytes_are_the_generic_encoder_s():
+    rng = random.Random(28)
+    for _ in range(300):
+        big = rng.choice([0, 1, 127, 128, 1 << 20, (1 << 63) - 1])
+        args = (rng.randrange(8), tuple(rng.choice(["c0", "a", "é" * 70, ""]) for _ in range(rng.randint(1, 17))),
+                rng.randrange(8), rng.randrange(big + 1))
+        sizes = {"num_values": rng.randrange(big + 1), "uncompressed": rng.randrange(big + 1),
+                 "compressed": rng.randrange(big + 1), "data_offset": rng.randrange(big + 1),
+                 "dictionary_offset": rng.choice([None, 4, big])}
+        raw = column_chunk(*args, **sizes).raw
+        assert raw == encode_struct(_column_chunk_tree(*args, **sizes))
+        assert decode_struct(raw) == (_column_chunk_tree(*args, **sizes), len(raw))
