@@ -389,8 +389,8 @@ def binary_to(out: bytearray, value: bytes | str) -> None:
 
 
 def field_header_to(out: bytearray, last_id: int, field_id: int, ftype: int) -> int:
-    """Append the header of a field (not a boolean: its value is in the header) that follows
-    field `last_id`; return field_id, the next field's last_id."""
+    """Append the header of a field that follows field `last_id` (a boolean's ftype is TRUE or
+    FALSE: its value); return field_id, the next field's last_id."""
     delta = field_id - last_id
     if 0 < delta <= 15:
         out.append((delta << 4) | ftype)
@@ -470,12 +470,7 @@ def _struct_to(out: bytearray, value: Struct | Encoded) -> None:
     for field_id, ftype, fvalue in value.fields:
         if ftype == _TRUE or ftype == _FALSE:
             ftype = _TRUE if fvalue else _FALSE
-        delta = field_id - last_id
-        if 0 < delta <= 15:
-            out.append((delta << 4) | ftype)
-        else:
-            out.append(ftype)
-            signed_to(out, field_id)
+        last_id = field_header_to(out, last_id, field_id, ftype)
         if ftype == _I32 or ftype == _I64:
             n = (fvalue << 1) ^ (fvalue >> 63)
             if n < 0x80:
@@ -488,7 +483,6 @@ def _struct_to(out: bytearray, value: Struct | Encoded) -> None:
             binary_to(out, fvalue)
         else:
             _value_to(out, ftype, fvalue, False)
-        last_id = field_id
     out.append(_STOP)
 
 
