@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
+from pageindex.format.collector import collector_paused
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, KeyValue, RowGroup, Type
 from pageindex.format.schema import Leaf, leaves_of
 from pageindex.format.thrift import Struct, T, TList, decode_struct
@@ -106,7 +107,12 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
     """Decode and validate FileMetaData bytes (which end 8 bytes before end of file)."""
     footer_start = file_size - 8 - len(raw)
     try:
-        metadata, end = decode_struct(raw)
+        # The collector waits until the tree is built: the tree holds no cycles, and the full
+        # collections a footer's many new objects trigger midway walk the whole heap, the tree
+        # so far included, once more for every quarter it grows (bench/RESULTS-objstore.md).
+        # Other trees (page headers, index blocks) are small, and a run pauses it throughout.
+        with collector_paused():
+            metadata, end = decode_struct(raw)
     except PageIndexError as err:
         offset = footer_start + err.offset if err.offset is not None else None
         raise MalformedFileError(f"footer: {err.reason}", path=path, offset=offset) from None

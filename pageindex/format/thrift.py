@@ -10,7 +10,6 @@ from enum import IntEnum
 from typing import Any, NamedTuple, Union
 
 from pageindex.errors import ThriftDecodeError, ThriftTruncatedError
-from pageindex.format.collector import collector_paused
 
 MAX_DEPTH = 64
 Buffer = Union[bytes, bytearray, memoryview]
@@ -352,11 +351,7 @@ def uleb128(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int] | None:
 
 def decode_struct(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[Struct, int]:
     """Decode one struct starting at buf[pos]; return it and the position just after it."""
-    # The collector waits until the tree is built: the tree holds no cycles, and the full
-    # collections its many new objects trigger midway walk the whole heap, the tree so far
-    # included, once more for every quarter it grows (bench/RESULTS-objstore.md).
-    with collector_paused():
-        return _struct(buf, pos, len(buf) if end is None else end, 0)
+    return _struct(buf, pos, len(buf) if end is None else end, 0)
 
 
 # Encoding appends to one bytearray through plain functions, for the same reason as decoding. The

@@ -1,6 +1,7 @@
 """pageindex.format.footer: tail parsing and FileMetaData validation; errors name path / row group / column."""
 from __future__ import annotations
 
+import gc
 import struct
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, PageIndexError
+from pageindex.format import footer
 from pageindex.format.footer import decode_footer, parse_tail, read_footer
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
 from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
@@ -127,6 +129,29 @@ def test_footer_length_exactly_fits():
 
 
 # ------------------------------------------------------------------ decode_footer
+
+def test_decoding_a_footer_pauses_the_collector_and_leaves_it_as_it_was(small, monkeypatch):
+    """decode_footer builds the tree with the garbage collector paused, also when it fails."""
+    _, start, meta = small
+    raw = encode_struct(meta)
+    seen = []
+
+    def noting(*args):
+        seen.append(gc.isenabled())
+        return decode_struct(*args)
+
+    monkeypatch.setattr(footer, "decode_struct", noting)
+    for data, size in ((raw, start + len(raw) + 8), (raw[:-5], start + len(raw) + 3)):
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            try:
+                decode_footer(data, size, PATH)
+            except MalformedFileError:
+                pass
+            assert gc.isenabled() is enabled
+    gc.enable()
+    assert seen == [False] * 4
+
 
 def test_garbage_and_trailing_bytes(small):
     _, start, meta = small
