@@ -2,13 +2,15 @@
 and pyarrow read_table on the same local files, in subprocesses over interleaved rounds.
 
     python -m bench.wide_cpu [--trees base=/path/to/tree,new=.] [--rounds 5] [--profile]
+                             [--files PATH,...] [--tools exact,trust]
 
 Each subprocess imports one tree's pageindex, runs once untimed (imports, caches), then reports
 the median wall and main-thread CPU time of five more runs and its peak RSS (imports included);
 the table gives the median over rounds. --profile instead splits one exact run of this tree into
 Thrift decode, Thrift encode, Arrow's decode (read_row_group) and the rest, and times its stages.
 Files: bench.objstore's wide file (240 columns x 4 row groups) and a 1,200-column one, both
-cached in bench/data/.
+cached in bench/data/, or the Parquet files given with --files (e.g. bench.run's cached 200 MB
+datasets, to compare trees on local disk); --tools limits the retrofit modes.
 """
 from __future__ import annotations
 
@@ -78,14 +80,13 @@ def _measure(tree: Path, tool: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def compare(trees: dict[str, Path], rounds: int) -> list[str]:
+def compare(trees: dict[str, Path], rounds: int, datasets: dict[str, Path], tools: tuple[str, ...]) -> list[str]:
     """The markdown table: per file and tool, the median wall (and CPU) time of each tree."""
     load_start = os.getloadavg()
     runs: dict[tuple[str, str, str], list[dict]] = {}
-    datasets = files()
     for _ in range(rounds):
         for label, path in datasets.items():
-            for tool in TOOLS:
+            for tool in ("pyarrow", *tools):
                 for name, tree in trees.items() if tool != "pyarrow" else [("pyarrow", ROOT)]:
                     runs.setdefault((label, tool, name), []).append(_measure(tree, tool, path))
     load_end = os.getloadavg()
@@ -95,7 +96,7 @@ def compare(trees: dict[str, Path], rounds: int) -> list[str]:
     for label in datasets:
         base = statistics.median(r["wall"] for r in runs[(label, "pyarrow", "pyarrow")])
         lines.append(f"| {label} | pyarrow read_table | {base:.3f} s" + " |" * len(trees))
-        for tool in TOOLS[1:]:
+        for tool in tools:
             cells = []
             for name in trees:
                 rs = runs[(label, tool, name)]
@@ -171,13 +172,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trees", default=f"this={ROOT}", help="NAME=PATH,... source trees to compare")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="split one exact run of this tree instead")
+    parser.add_argument("--files", help="PATH,... Parquet files to run on instead of the two wide ones")
+    parser.add_argument("--tools", default=",".join(TOOLS[1:]), help="retrofit modes: exact,trust")
     args = parser.parse_args(argv)
+    datasets = files() if args.files is None else {Path(p).name: Path(p).resolve() for p in args.files.split(",")}
     if args.profile:
-        for path in files().values():
+        for path in datasets.values():
             print("\n".join(profile(path)))
         return
     trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.trees.split(","))}
-    print("\n".join(compare(trees, args.rounds)))
+    tools = tuple(args.tools.split(","))
+    if not set(tools) <= set(TOOLS[1:]):
+        parser.error(f"--tools takes {','.join(TOOLS[1:])}")
+    print("\n".join(compare(trees, args.rounds, datasets, tools)))
 
 
 if __name__ == "__main__":
