@@ -81,11 +81,22 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
     yield from _decode_group(source, footer, group.take())
 
 
-# Arrow holds a page buffer per column while it reads, so a group is capped in columns too; the
-# byte cap already bounds those buffers, and each read costs a fixed overhead (opening the
-# synthesized file, Arrow's read set-up), so the column cap is wide (see bench/RESULTS-objstore.md).
+# A group is capped by what Arrow holds to decode it (_Walked.held_bytes) and in columns. Each
+# read costs a fixed overhead (opening the synthesized file, Arrow's read set-up), so the column
+# cap is wide; the byte cap bounds memory (see bench/RESULTS-objstore.md).
 GROUP_BYTES = 8 << 20
 GROUP_CHUNKS = 256
+# Bytes Arrow holds per decoded value: fixed-width types their width (INT96 becomes a timestamp),
+# byte arrays an offset or a dictionary index (their bytes are counted with the pages).
+_VALUE_BYTES = {Type.BOOLEAN: 1, Type.INT32: 4, Type.FLOAT: 4, Type.INT64: 8, Type.DOUBLE: 8, Type.INT96: 8,
+                Type.BYTE_ARRAY: 4}
+
+
+def _value_bytes(chunk: ChunkMeta) -> int:
+    leaf = chunk.leaf
+    if leaf.physical_type == Type.FIXED_LEN_BYTE_ARRAY:
+        return leaf.type_length or 0
+    return _VALUE_BYTES.get(leaf.physical_type, 0)
 # Plain strings are decoded in row batches of this many decoded bytes: Arrow grows their buffer
 # by doubling.
 STRING_ROW_BATCH_BYTES = 16 << 20
@@ -102,6 +113,14 @@ class _Walked:
     @property
     def decoded_bytes(self) -> int:
         return sum(p.uncompressed_size for p in self.pages.pages)
+
+    @property
+    def held_bytes(self) -> int:
+        """What Arrow holds while it decodes the chunk: its pages decompressed, the dictionary
+        included, and its values (a dictionary-encoded page of a few bytes can decode to many)."""
+        dictionary = self.pages.dictionary.uncompressed_size if self.pages.dictionary else 0
+        entries = sum(p.num_values for p in self.pages.pages)  # level entries: at least the values
+        return self.decoded_bytes + dictionary + entries * _value_bytes(self.chunk)
 
     @property
     def as_dictionary(self) -> bool:
@@ -124,23 +143,23 @@ class _Walked:
 class _Group:
     """Walked chunks of one row group that wait to be decoded together, in one Arrow read."""
 
-    __slots__ = ("walked", "decoded_bytes")
+    __slots__ = ("walked", "held_bytes")
 
     def __init__(self) -> None:
         self.walked: list[_Walked] = []
-        self.decoded_bytes = 0
+        self.held_bytes = 0
 
     def admits(self, walked: _Walked) -> bool:
         return (walked.with_values and walked.sections is None and len(self.walked) < GROUP_CHUNKS
-                and self.decoded_bytes + walked.decoded_bytes <= GROUP_BYTES)
+                and self.held_bytes + walked.held_bytes <= GROUP_BYTES)
 
     def add(self, walked: _Walked) -> None:
         self.walked.append(walked)
-        self.decoded_bytes += walked.decoded_bytes
+        self.held_bytes += walked.held_bytes
 
     def take(self) -> list[_Walked]:
         """The chunks, leaving the group empty: the list returned is their only holder."""
-        walked, self.walked, self.decoded_bytes = self.walked, [], 0
+        walked, self.walked, self.held_bytes = self.walked, [], 0
         return walked
 
 

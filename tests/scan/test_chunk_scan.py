@@ -61,6 +61,28 @@ def test_groups_equal_one_chunk_at_a_time(tmp_path, monkeypatch):
     assert sum(reads) > len(reads)
 
 
+def test_groups_hold_what_arrow_decodes_within_the_byte_cap(tmp_path, monkeypatch):
+    """Dictionary-encoded columns store a few bytes per row that decode to 8: a group is capped by
+    the values Arrow hands back (its own nbytes), not only by the pages' bytes."""
+    monkeypatch.setattr(chunk_scan, "GROUP_BYTES", 1 << 20)
+    rows = 20_000
+    table = pa.table({f"c{i}": pa.array(np.arange(rows, dtype=np.int64) % 5 + i) for i in range(60)})
+    path = _write(tmp_path / "dict.parquet", table, row_group_size=rows, data_page_size=1 << 20)
+    groups = []
+    original = chunk_scan.decode_columns
+
+    def recorded(*args):
+        arrays = original(*args)
+        groups.append(sum(a.nbytes for a in arrays))
+        return arrays
+    monkeypatch.setattr(chunk_scan, "decode_columns", recorded)
+    with open_source(str(path)) as source:
+        footer = read_footer(source)
+        scans = list(scan_chunks(source, footer, _requests(footer, footer.chunks[0])))
+    assert [scan.values.to_pylist() for scan in scans] == [c.to_pylist() for c in table.columns]
+    assert len(groups) > 1 and max(groups) <= chunk_scan.GROUP_BYTES
+
+
 def test_dictionary_encoded_strings_stay_indices(tmp_path):
     table = pa.table({"s": pa.array([f"v{i % 7}" for i in range(5000)]),
                       "p": pa.array([f"plain{i}" for i in range(5000)])})
