@@ -20,8 +20,9 @@ import argparse
 import json
 import logging
 import os
-import resource
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +35,15 @@ import s3fs
 
 import pageindex
 from bench import objstore_job, report
+from bench.datasets import largest_chunk
 from bench.report import PYARROW
 from pageindex.io.storage import s3_options
 from pageindex.io.transport import Transport, mark_fsspec_reads
 from tests.helpers import s3 as s3h
 from tests.helpers.fault_proxy import FaultProxy
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+REPO = Path(__file__).resolve().parent.parent
+DATA_DIR = REPO / "bench" / "data"
 GEN_VERSION = 1  # bump when a generator changes: cached files are rebuilt
 ROW_GROUPS = 4
 PAGE_BYTES = 64 << 10
@@ -153,6 +156,25 @@ TOOLS: dict[str, Tool] = {
 }
 
 
+# One run of a tool in a fresh process: the bench's own process ran every tool and holds moto's
+# objects, so its peak RSS cannot tell one run's memory from another's.
+_RSS_WORKER = """
+import os, sys
+from bench.measure import status_bytes
+from bench.objstore import TOOLS
+TOOLS[sys.argv[2]].action(sys.argv[1], sys.argv[3])
+print(status_bytes("self", "VmHWM"), flush=True)
+os._exit(0)  # Arrow's thread pools can abort at static destruction (pageindex/shutdown.py)
+"""
+
+
+def peak_rss(endpoint: str, tool: str, key: str) -> int:
+    """Peak RSS, imports included, of a process that runs `tool` once on the object `key`."""
+    out = subprocess.run([sys.executable, "-c", _RSS_WORKER, endpoint, tool, key], cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
 def median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
 
@@ -177,15 +199,15 @@ def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str], job
                     runs[tool].append(measure(proxy, lambda: TOOLS[tool].action(proxy.endpoint, target)))
             for tool in tools:
                 best = median_run(runs[tool])
+                target = _fresh_copy(client, bucket, kind) if TOOLS[tool].in_place else key
                 rows.append({"dataset": kind.label, "size": files[kind.name].stat().st_size, "tool": tool,
                              "seconds": best.seconds, "requests": best.requests,
-                             "bytes_returned": best.bytes_returned})
+                             "bytes_returned": best.bytes_returned,
+                             "peak_rss": peak_rss(proxy.endpoint, tool, target),
+                             "largest_chunk": largest_chunk(str(files[kind.name]))[0]})
                 print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs[tool]):.2f} s", flush=True)
-        # One process runs every tool: its peak RSS bounds each of them, it does not tell them apart.
-        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         job = objstore_job.run(upstream, proxy, job_files, rounds) if job_files else None
-    return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "peak_rss": peak_rss, "job": job,
-            "load_average": os.getloadavg()}
+    return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "job": job, "load_average": os.getloadavg()}
 
 
 def _fresh_copy(client: object, bucket: str, kind: Kind) -> str:
