@@ -86,6 +86,9 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMe
 # cap is wide; the byte cap bounds memory (see bench/RESULTS-objstore.md).
 GROUP_BYTES = 8 << 20
 GROUP_CHUNKS = 256
+# Plain strings are decoded in row batches of this many decoded bytes: Arrow grows their buffer
+# by doubling.
+STRING_ROW_BATCH_BYTES = 16 << 20
 # Bytes Arrow holds per decoded value: fixed-width types their width (INT96 becomes a timestamp),
 # byte arrays an offset or a dictionary index (their bytes are counted with the pages).
 _VALUE_BYTES = {Type.BOOLEAN: 1, Type.INT32: 4, Type.FLOAT: 4, Type.INT64: 8, Type.DOUBLE: 8, Type.INT96: 8,
@@ -97,9 +100,6 @@ def _value_bytes(chunk: ChunkMeta) -> int:
     if leaf.physical_type == Type.FIXED_LEN_BYTE_ARRAY:
         return leaf.type_length or 0
     return _VALUE_BYTES.get(leaf.physical_type, 0)
-# Plain strings are decoded in row batches of this many decoded bytes: Arrow grows their buffer
-# by doubling.
-STRING_ROW_BATCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
