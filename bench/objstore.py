@@ -197,14 +197,14 @@ def run(latency_ms: float, rounds: int, kinds: list[Kind], tools: list[str], job
                 for tool in tools:
                     target = _fresh_copy(client, bucket, kind) if TOOLS[tool].in_place else key
                     runs[tool].append(measure(proxy, lambda: TOOLS[tool].action(proxy.endpoint, target)))
+            size, largest = files[kind.name].stat().st_size, largest_chunk(str(files[kind.name]))[0]
             for tool in tools:
                 best = median_run(runs[tool])
                 target = _fresh_copy(client, bucket, kind) if TOOLS[tool].in_place else key
-                rows.append({"dataset": kind.label, "size": files[kind.name].stat().st_size, "tool": tool,
+                rows.append({"dataset": kind.label, "size": size, "tool": tool,
                              "seconds": best.seconds, "requests": best.requests,
                              "bytes_returned": best.bytes_returned,
-                             "peak_rss": peak_rss(proxy.endpoint, tool, target),
-                             "largest_chunk": largest_chunk(str(files[kind.name]))[0]})
+                             "peak_rss": peak_rss(proxy.endpoint, tool, target), "largest_chunk": largest})
                 print(f"{kind.name} {tool}: {statistics.median(r.seconds for r in runs[tool]):.2f} s", flush=True)
         job = objstore_job.run(upstream, proxy, job_files, rounds) if job_files else None
     return {"latency_ms": latency_ms, "rounds": rounds, "rows": rows, "job": job, "load_average": os.getloadavg()}

@@ -95,6 +95,11 @@ cover the Python interpreter and pyarrow themselves (~100 MiB).
 """
 
 
+def rss_limit(largest_chunk: int) -> int:
+    """The memory target for one retrofit: its file's largest chunk (uncompressed) + RSS_ALLOWANCE."""
+    return largest_chunk + RSS_ALLOWANCE
+
+
 def fmt_s(x: float | None) -> str:
     return "-" if x is None else (f"{x:.3f}" if x < 10 else f"{x:.1f}")
 
@@ -201,7 +206,7 @@ def _checks_one(name: str, tools: dict, by_name: dict, results: dict) -> list[di
         dry_ratio = _ratio(_median(tools, "retrofit_dry"), _median(tools, "retrofit_trust_dry"))
         trust_partial = f" (partial: {tx.get('chunks_from_page_stats')}/{tx.get('chunks')} chunks from page stats)"
         rss = tools.get("retrofit", {}).get("peak_rss")
-        limit = by_name[name]["largest_chunk"] + RSS_ALLOWANCE
+        limit = rss_limit(by_name[name]["largest_chunk"])
         idx = results["index"].get(name, {})
         ours = idx.get("retrofit")
         theirs = idx.get("pa_rewrite")
@@ -383,7 +388,7 @@ def _objstore_rss(row: dict) -> str:
         return "-"
     if row["tool"] == PYARROW:
         return fmt_mb(rss)
-    limit = row["largest_chunk"] + RSS_ALLOWANCE
+    limit = rss_limit(row["largest_chunk"])
     return f"{fmt_mb(rss)} of {fmt_mb(limit)} {'ok' if rss <= limit else 'OVER'}"
 
 
