@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # Table formats plan and commit around retrofit; only the job and the CLI drive them.
     ("pageindex.table",),
     ("pageindex.cli", "pageindex.targets", "pageindex.progress", "pageindex.job", "pageindex.shutdown",
-     "pageindex.__main__",
+     "pageindex.__main__", "pageindex.deploy",
      "pageindex"),
 )
 
