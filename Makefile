@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.pageindex-installed
 
-.PHONY: env test test-fast run bench bench-quick clean distclean check-java
+.PHONY: env test test-fast run bench bench-quick docs docs-serve clean distclean check-java
 
 env: $(STAMP)
 
@@ -43,14 +43,23 @@ run: env check-java
 	$(PY) jobs/demo.py
 
 # BENCH_ARGS: more options, e.g. BENCH_ARGS='--reflink-dir /mnt/xfs' (see bench/README.md).
+# bench.charts draws docs/img/*.svg from the RESULTS.md the run just wrote.
 bench: env
 	$(PY) -m bench.run $(BENCH_ARGS)
+	$(PY) -m bench.charts
 
 bench-quick: env
 	$(PY) -m bench.run --quick
 
+# The documentation site (mkdocs.yml, docs/) into site/; docs-serve previews it while you edit.
+docs: env
+	$(PY) -m mkdocs build --strict
+
+docs-serve: env
+	$(PY) -m mkdocs serve
+
 clean:
-	rm -rf build dist *.egg-info .pytest_cache spark-warehouse metastore_db derby.log
+	rm -rf build dist site *.egg-info .pytest_cache spark-warehouse metastore_db derby.log
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean
