@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from typing import Any, NoReturn, Sequence
 
 from pageindex.errors import PageIndexError
@@ -222,6 +223,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         builder = SparkSession.builder.appName("pageindex-retrofit").config(WORKER_SAFE_PATH, "1")
         if master:
             builder = builder.master(master)
+        # pyspark's first JVM call imports pyspark.testing.utils (a py4j converter does), which
+        # warns on every run that pandas 3 is not fully supported; the job uses no pandas API.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                                category=FutureWarning, module=r"pyspark\.testing\.utils")
         spark = builder.getOrCreate()
     try:
         return run(args, spark)
