@@ -54,6 +54,20 @@ class JobOptions:
         return bloom_options(self.bloom_filter, self.bloom_fpp, self.bloom_max_bytes)
 
 
+# The namespace attribute listing the bloom tuning flags given (see _BloomTuning).
+TUNING_GIVEN = "bloom_tuning_given"
+
+
+class _BloomTuning(argparse.Action):
+    """Store the value and note the flag as given: without --bloom-filter it would tune nothing,
+    so check_bloom_arguments refuses it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, TUNING_GIVEN, (*getattr(namespace, TUNING_GIVEN, ()), option_string))
+
+
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
     """The bloom filter flags, the same for the CLI's retrofit and the Spark job."""
     parser.add_argument("--bloom-filter", default=NONE, metavar="COLUMNS|auto|none",
@@ -67,19 +81,6 @@ def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
                         action=_BloomTuning,
                         help=f"with --bloom-filter: largest filter per chunk, a power of two "
                              f"(default {DEFAULT_MAX_BYTES})")
-
-
-class _BloomTuning(argparse.Action):
-    """Store the value and note the flag as given: without --bloom-filter it would tune nothing,
-    so check_bloom_arguments refuses it."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, values)
-        setattr(namespace, TUNING_GIVEN, (*getattr(namespace, TUNING_GIVEN, ()), option_string))
-
-
-TUNING_GIVEN = "bloom_tuning_given"
 
 
 def check_bloom_arguments(args: argparse.Namespace) -> None:
@@ -227,7 +228,7 @@ def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> No
         src_fs.copy(src, dst)
         return
     with src_fs.open(src, "rb") as reader, dst_fs.open(dst, "wb") as writer:
-        shutil.copyfileobj(reader, writer, 8 << 20)
+        shutil.copyfileobj(reader, writer, COPY_BLOCK)
 
 
 def _copy_local(src: str, dst: str) -> None:
