@@ -40,6 +40,7 @@ from pageindex.version import __version__
 # S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
 NOT_DONE = (Status.FAILED, Status.CHANGED)  # the statuses that make `retrofit` exit 1
 SHOWN_VIOLATIONS = 5  # per repaired file in the text output
+DRY_RUNS = (Status.DRY_RUN, Status.REPAIR_NEEDED)  # computed, not written
 
 
 def _print_json(obj: object) -> None:
@@ -80,8 +81,13 @@ def _print_error(err: PageIndexError, as_json: bool) -> None:
 def _describe(record: dict[str, Any]) -> str:
     """A retrofit record as text: what was written, and why any chunk got no ColumnIndex."""
     path, status = record["path"], record["status"]
+    notes = [f"  note: {note}" for note in record.get("notes", ())]
     if status == Status.ALREADY_INDEXED:
-        return f"{path}: already has a complete page index (use --force to rebuild)"
+        copied = f" (copied to {record['output']})" if record["output"] else ""
+        return "\n".join([f"{path}: already has a complete page index (use --force to rebuild){copied}",
+                          *notes])
+    if status == Status.SKIPPED and record["output"]:
+        return f"{path}: {status}: {record['reason']} (copied to {record['output']})"
     if status in (Status.SKIPPED, *NOT_DONE):
         return f"{path}: {status}: {record['reason']}"
     with_ci, without = record["chunks_with_column_index"], record["chunks_without_column_index"]
@@ -91,7 +97,8 @@ def _describe(record: dict[str, Any]) -> str:
         f"  row groups {record['row_groups']}, pages {record['pages']}, chunks {with_ci + without}"
         f" ({with_ci} with ColumnIndex, {without} without)"
         + (f", {from_stats} from page-header statistics" if from_stats else "")
-        + (f", {record['bloom_filters']} bloom filters written" if record.get("bloom_filters") else ""),
+        + (f", {_count(record['bloom_filters'], 'bloom filter')} "
+           f"{'to write' if status in DRY_RUNS else 'written'}" if record.get("bloom_filters") else ""),
         f"  size {record['bytes_in']} -> {record['bytes_out']} bytes"
         f" (+{record['bytes_out'] - record['bytes_in']}), read {record['index_bytes_read']} bytes to index"
         + (f" and {record['copy_bytes_read']} to copy" if record["copy_bytes_read"] else "")
@@ -103,6 +110,7 @@ def _describe(record: dict[str, Any]) -> str:
         lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
     for reason, count in sorted(record["page_stats_fallback_reasons"].items()):
         lines.append(f"  decoded exactly, {count} chunk{'s' if count > 1 else ''}: {reason}")
+    lines.extend(notes)
     violations = record["violations"]
     if violations:
         done = "to rebuild" if status == Status.REPAIR_NEEDED else "rebuilt"
@@ -111,6 +119,10 @@ def _describe(record: dict[str, Any]) -> str:
         if len(violations) > SHOWN_VIOLATIONS:
             lines.append(f"    … and {len(violations) - SHOWN_VIOLATIONS} more (--json lists them all)")
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterator[tuple[Target, dict]]:
@@ -128,7 +140,7 @@ def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterato
             try:
                 record = future.result()
             except BrokenProcessPool as err:
-                record = failed_record(t.file, t.output, f"internal error: a worker process died ({err})")
+                record = failed_record(t.file, None, f"internal error: a worker process died ({err})")
             yield t, record
     finally:
         # Interrupted (Ctrl-C, a closed pipe): files not started are not started.
@@ -143,12 +155,16 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
             f"the indexed file elsewhere use: pageindex retrofit {args.paths[0]} --output {legacy}")
     if args.overwrite and args.output is None:
         raise UsageError("--overwrite applies to --output only (in place, the file is always replaced)")
+    if args.copy_unchanged and args.output is None:
+        raise UsageError("--copy-unchanged applies to --output only (in place, files that need no "
+                         "change stay as they are)")
     started = time.monotonic()
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
-    options = JobOptions(dry_run=args.dry_run, force=args.force, truncate_length=args.truncate_length,
+    options = JobOptions(copy_unchanged=args.copy_unchanged, dry_run=args.dry_run, force=args.force,
+                         truncate_length=args.truncate_length,
                          trust_page_stats=args.trust_page_stats, storage_options=args.storage_options,
-                          bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
-                          bloom_max_bytes=args.bloom_max_bytes, verify_existing=args.verify_existing)
+                         bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
+                         bloom_max_bytes=args.bloom_max_bytes, verify_existing=args.verify_existing)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
     records = []
@@ -327,6 +343,10 @@ def parser() -> argparse.ArgumentParser:
                         "for a directory); refused if it is one of the inputs")
     r.add_argument("--overwrite", action="store_true",
                    help="with --output: replace output files that already exist (refused otherwise)")
+    r.add_argument("--copy-unchanged", action="store_true",
+                   help="with --output: also copy the files that need no change (already indexed, "
+                        "not Parquet), so the output is a complete copy of the inputs (copied by the "
+                        "store itself where it can)")
     r.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="index N files at a time in worker processes (default 1)")
     r.add_argument("--truncate-length", type=int, default=64, metavar="N",

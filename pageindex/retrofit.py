@@ -15,6 +15,7 @@ from pageindex.errors import ConcurrentModificationError, PageIndexError
 from pageindex.format.collector import collector_paused
 from pageindex.format.footer import Footer
 from pageindex.format.opened import OpenAhead, open_file
+from pageindex.index.bloom.columns import choose
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
@@ -74,6 +75,7 @@ class RetrofitResult:
     seconds: float = 0.0
     violations: tuple[Violation, ...] = field(default_factory=tuple)  # what was wrong in the index repaired
     copy_bytes_read: int = 0  # of bytes_read, those read to copy the prefix for the commit
+    notes: tuple[str, ...] = ()  # what the run did not do as asked, e.g. a named column the file lacks
 
     @property
     def pages(self) -> int:
@@ -113,7 +115,7 @@ class RetrofitResult:
             "row_groups": self.row_groups, "pages": self.pages, **self.counts(),
             "chunks": [c.__dict__ for c in self.chunks],
             "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
-            "violations": [str(v) for v in self.violations],
+            "violations": [str(v) for v in self.violations], "notes": list(self.notes),
         }
 
 
@@ -138,8 +140,10 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     bloom_filter: "none", "auto" (the leaves where a filter pays, see index.bloom.options) or the
     dotted columns whose chunks get a split block bloom filter, started at the size for each
     chunk's values at false positive rate bloom_fpp, at most bloom_max_bytes, then folded as its
-    set bits allow (as pyarrow 26 does). A chunk that has a filter keeps it unless `force`. On a file that already has its page index, only named columns that
-    lack filters make it processed again (without `force`).
+    set bits allow (as pyarrow 26 does). A chunk that has a filter keeps it unless `force`. On a
+    file that already has its page index, only named columns that lack filters make it processed
+    again (without `force`). A named column the file lacks, or whose type has no filter, is left
+    out with a note (RetrofitResult.notes); a list or map may be named by its own name.
     verify_existing: check an existing complete index against the data before keeping it (as
     `verify` does); it is always checked for structural impossibilities, and against the data
     when its writer is known to write wrong indexes. A wrong index is rebuilt: status REPAIRED.
@@ -160,14 +164,16 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     opened = open_file(src, filesystem) if ahead is None else ahead.take()
     with opened.source as source, collector_paused():
         footer = opened.footer
-        plan = plan_chunks(footer, trust_page_stats, bloom, force)
+        chosen = choose(bloom, footer.leaves)
+        plan = plan_chunks(footer, trust_page_stats, bloom, force, chosen)
         violations: tuple[Violation, ...] = ()
         if is_fully_indexed(footer) and not force:
             violations = _existing_index_violations(source, footer, verify_existing)
             if not violations and not _named_filters_missing(plan):
                 if cleanup is CleanupAt.FOUND_INDEXED:
                     clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
-                return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started)
+                return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started,
+                               notes=chosen.notes)
         if dst is None:
             dst_fs, dst_path = source.fs, source.path
         pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
@@ -181,7 +187,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
         else:
             status = Status.DRY_RUN if dry_run else Status.INDEXED
         return _result(src, None if dry_run else dst or src, status, source, footer,
-                       footer.footer_start + len(tail), tuple(reports), started, violations)
+                       footer.footer_start + len(tail), tuple(reports), started, violations, chosen.notes)
 
 
 def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool) -> tuple[Violation, ...]:
@@ -199,11 +205,11 @@ def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:
 
 
 def _result(src: str, output: str | None, status: Status, source: Source, footer: Footer, bytes_out: int,
-            reports: tuple[ChunkReport, ...], started: float, violations: tuple[Violation, ...] = ()
-            ) -> RetrofitResult:
+            reports: tuple[ChunkReport, ...], started: float, violations: tuple[Violation, ...] = (),
+            notes: tuple[str, ...] = ()) -> RetrofitResult:
     copied = sum(length for _, length, purpose in source.stats.ranges if purpose == COPY)
     return RetrofitResult(src, output, status, source.size, bytes_out, len(footer.chunks), reports,
-                          source.stats.bytes_read, time.monotonic() - started, violations, copied)
+                          source.stats.bytes_read, time.monotonic() - started, violations, copied, notes)
 
 
 @contextmanager

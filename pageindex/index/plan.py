@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.index import page_stats
+from pageindex.index.bloom.columns import Chosen, choose
 from pageindex.index.bloom.options import BloomOptions
 from pageindex.index.fallback import Fallback
 from pageindex.scan.chunk_scan import needs_values
@@ -32,20 +33,19 @@ class ChunkPlan:
 
 
 def plan_chunks(footer: Footer, trust_page_stats: bool, bloom: BloomOptions = BloomOptions(),
-                force: bool = False) -> tuple[tuple[ChunkPlan, ...], ...]:
+                force: bool = False, chosen: Chosen | None = None) -> tuple[tuple[ChunkPlan, ...], ...]:
     """Every chunk's plan, a tuple per row group; header statistics are tried only when trusted.
-    A chunk that has a bloom filter keeps it unless `force`."""
-    unknown = set(bloom.named) - {leaf.dotted for leaf in footer.leaves}
-    if unknown:
-        raise ValueError(f"bloom_filter names columns the file does not have: {', '.join(sorted(unknown))}")
-    return tuple(tuple(_plan(footer, chunk, trust_page_stats, bloom, force) for chunk in row)
+    A chunk that has a bloom filter keeps it unless `force`. `chosen`: the leaves bloom's columns
+    mean in this file (bloom.columns.choose), if the caller has them."""
+    wanted = (chosen or choose(bloom, footer.leaves)).leaves
+    return tuple(tuple(_plan(footer, chunk, trust_page_stats, bloom, force, wanted) for chunk in row)
                  for row in footer.chunks)
 
 
-def _plan(footer: Footer, chunk: ChunkMeta, trust_page_stats: bool, bloom: BloomOptions, force: bool
-          ) -> ChunkPlan:
+def _plan(footer: Footer, chunk: ChunkMeta, trust_page_stats: bool, bloom: BloomOptions, force: bool,
+          wanted: frozenset[int]) -> ChunkPlan:
     order = order_for(chunk.leaf, footer.declared_order(chunk.column))
-    with_bloom = bloom.wants(chunk.leaf) and (force or chunk.bloom_filter is None)
+    with_bloom = chunk.leaf.index in wanted and (force or chunk.bloom_filter is None)
     refusal = Fallback.BLOOM_FILTER if with_bloom else page_stats.applicable(chunk, order, footer.created_by)
     from_headers = trust_page_stats and refusal is None
     # A leaf that can have no ColumnIndex decodes no values for one: nothing fell back.

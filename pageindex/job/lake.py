@@ -21,6 +21,15 @@ DELTA = "delta"
 ICEBERG = "iceberg"
 TABLE_FORMATS = (DELTA,)
 DELETION_VECTOR = "has a deletion vector, which the new file could not carry (left as is)"
+# The table formats discovery detects, by the name a message gives them, and how each is indexed.
+TABLE_NAMES = {DELTA: "Delta", ICEBERG: "Iceberg", "hudi": "Hudi"}
+TABLE_WAYS = {
+    DELTA: "Index it through its log: pageindex-job --input TABLE_ROOT --in-place (indexed copies "
+           "committed to the table; the old files stay for time travel)",
+    ICEBERG: "Index it through its catalog: pageindex-job --iceberg-table CATALOG.NAMESPACE.TABLE "
+             "--in-place (indexed copies committed as a new snapshot)",
+    "hudi": "pageindex does not index Hudi tables",
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,19 @@ class TableRun:
     files: tuple[InputFile, ...]
     planned: dict[str, tuple[Any, str]]  # old URL -> (its log entry, the path the log gets for the copy)
     skipped: tuple[dict[str, Any], ...]
+
+
+def refusal(where: str, kind: str, in_place: bool) -> str:
+    """Why the files of a table found at `where` are not indexed as plain files, and what does
+    index the table."""
+    name = TABLE_NAMES[kind]
+    table = f"{where} is (or holds) {'an' if name[0] in 'AEIOU' else 'a'} {name} table"
+    if in_place:
+        why = f"{table}, which records each data file's size: changing its files in place would corrupt it"
+    else:  # a mirror of the directory is not the table
+        why = (f"{table}: --output would mirror its directory, not the table (files the table no "
+               "longer holds would come back, its log would be left out)")
+    return f"{why}. {TABLE_WAYS[kind]}."
 
 
 def plan_input(inputs: list[str], table_format: str | None, in_place: bool,

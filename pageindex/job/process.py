@@ -5,7 +5,10 @@ Never raises for a bad file: every outcome, including internal errors, becomes a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import logging
+import os
 import posixpath
 import shutil
 import time
@@ -19,11 +22,14 @@ from pageindex.errors import ConcurrentModificationError, NotParquetError, PageI
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
+from pageindex.io.commit import COPY_BLOCK, temp_name
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status, retrofit
 
 log = logging.getLogger("pageindex.job.spark")
+# Outcomes that leave the file as it is: --copy-unchanged copies them to the output.
+UNCHANGED = (Status.ALREADY_INDEXED, Status.SKIPPED)
 
 
 @dataclass(frozen=True)
@@ -48,21 +54,43 @@ class JobOptions:
         return bloom_options(self.bloom_filter, self.bloom_fpp, self.bloom_max_bytes)
 
 
+# The namespace attribute listing the bloom tuning flags given (see _BloomTuning).
+TUNING_GIVEN = "bloom_tuning_given"
+
+
+class _BloomTuning(argparse.Action):
+    """Store the value and note the flag as given: without --bloom-filter it would tune nothing,
+    so check_bloom_arguments refuses it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, TUNING_GIVEN, (*getattr(namespace, TUNING_GIVEN, ()), option_string))
+
+
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
     """The bloom filter flags, the same for the CLI's retrofit and the Spark job."""
     parser.add_argument("--bloom-filter", default=NONE, metavar="COLUMNS|auto|none",
                         help="add a split block bloom filter to the chunks of these comma-separated "
-                             "columns, or of the columns where one pays (auto; see the README), or "
-                             "none (default)")
-    parser.add_argument("--bloom-fpp", type=float, default=DEFAULT_FPP, metavar="P",
-                        help=f"the filters' false positive rate (default {DEFAULT_FPP})")
+                             "columns (a list or map by its own name), or of the columns where one "
+                             "pays (auto; see the README), or none (default); a file without a named "
+                             "column is indexed without its filter, with a note")
+    parser.add_argument("--bloom-fpp", type=float, default=DEFAULT_FPP, metavar="P", action=_BloomTuning,
+                        help=f"with --bloom-filter: the filters' false positive rate (default {DEFAULT_FPP})")
     parser.add_argument("--bloom-max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
-                        help=f"largest filter per chunk, a power of two (default {DEFAULT_MAX_BYTES})")
+                        action=_BloomTuning,
+                        help=f"with --bloom-filter: largest filter per chunk, a power of two "
+                             f"(default {DEFAULT_MAX_BYTES})")
 
 
 def check_bloom_arguments(args: argparse.Namespace) -> None:
-    """Raises ValueError for flags the library would refuse, before any file is opened."""
-    bloom_options(args.bloom_filter, args.bloom_fpp, args.bloom_max_bytes)
+    """Raises ValueError for flags the library would refuse, and for a filter's tuning given
+    without a filter, before any file is opened."""
+    bloom = bloom_options(args.bloom_filter, args.bloom_fpp, args.bloom_max_bytes)
+    given = sorted(set(getattr(args, TUNING_GIVEN, ())))
+    if given and bloom.columns == NONE:
+        raise ValueError(f"{' and '.join(given)} tune{'s' if len(given) == 1 else ''} bloom filters: "
+                         "give --bloom-filter COLUMNS or auto too (without it no filter is written)")
 
 
 def output_url(file: InputFile, options: JobOptions) -> str | None:
@@ -120,7 +148,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
     their own way (the CLI writes a single input to the --output file itself). `ahead`: the
     file already being opened (process_task)."""
     started = time.monotonic()
-    record = failed_record(file, output, "")
+    # "output" names what was written: set once a file is, None while nothing is.
+    record = failed_record(file, None, "")
     try:
         fs, path = resolve(file.url, storage_options=options.storage_options)
         dst_fs, dst = None, None
@@ -135,7 +164,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
-            **result.counts(),
+            output=output if result.output is not None else None, **result.counts(),
         )
         reasons: dict[str, int] = {}
         for c in result.chunks:
@@ -143,9 +172,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
                 reasons[c.reason] = reasons.get(c.reason, 0) + 1
         record["without_column_index_reasons"] = reasons
         record["violations"] = [str(v) for v in result.violations]
-        if result.status == Status.ALREADY_INDEXED and options.copy_unchanged and dst is not None \
-                and not options.dry_run:
-            copy_file(file.url, output, options.storage_options)
+        record["notes"] = list(result.notes)
     except NotParquetError as err:
         record.update(status=Status.SKIPPED, reason=err.reason)
     except PageIndexError as err:
@@ -155,9 +182,9 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
     except Exception as err:  # noqa: BLE001 - one bad file must not end the job
         log.exception("internal error on %s", file.url)
         record.update(status=Status.FAILED, reason=f"internal error: {type(err).__name__}: {err}")
-    if record["status"] == Status.SKIPPED and options.copy_unchanged and output is not None \
+    if record["status"] in UNCHANGED and options.copy_unchanged and output is not None \
             and not options.dry_run:
-        _copy_quietly(file, record, options)
+        _copy_unchanged(file, output, record, options)
     record["seconds"] = round(time.monotonic() - started, 6)
     return record
 
@@ -171,15 +198,20 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "bloom_filters": 0,
         "without_column_index_reasons": {}, "violations": [], "bytes_read": 0, "seconds": 0.0,
         "index_bytes_read": 0, "copy_bytes_read": 0, "no_page_skipping": None,
-        "page_stats_fallback_reasons": {},
+        "page_stats_fallback_reasons": {}, "notes": [],
     }
 
 
-def _copy_quietly(file: InputFile, record: dict[str, Any], options: JobOptions) -> None:
+def _copy_unchanged(file: InputFile, output: str, record: dict[str, Any], options: JobOptions) -> None:
+    """Copy a file that needed no change to its output (a complete mirror); a failed copy fails
+    the file, whose record then names no output."""
     try:
-        copy_file(file.url, record["output"], options.storage_options)
-    except OSError as err:
-        record["reason"] += f" (copy failed: {err})"
+        copy_file(file.url, output, options.storage_options)
+    except (OSError, PageIndexError) as err:
+        record.update(status=Status.FAILED, reason=f"{record['reason'] or record['status']}; "
+                                                   f"copy to {output} failed: {err}")
+        return
+    record.update(output=output, bytes_out=file.size)
 
 
 def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> None:
@@ -189,8 +221,53 @@ def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> No
     parent = posixpath.dirname(dst)
     if parent:
         dst_fs.makedirs(parent, exist_ok=True)
-    if src_fs is dst_fs:
+    if src_fs is dst_fs and isinstance(src_fs, LocalFileSystem):
+        _copy_local(src, dst)
+        return
+    if src_fs is dst_fs:  # server-side on an object store (S3 CopyObject)
         src_fs.copy(src, dst)
         return
     with src_fs.open(src, "rb") as reader, dst_fs.open(dst, "wb") as writer:
-        shutil.copyfileobj(reader, writer, 8 << 20)
+        shutil.copyfileobj(reader, writer, COPY_BLOCK)
+
+
+def _copy_local(src: str, dst: str) -> None:
+    """Copy into a temporary renamed over `dst`, so no reader sees half a file. copy_file_range
+    lets the filesystem share the blocks (XFS, btrfs reflinks) or copy server-side (NFS)."""
+    tmp = temp_name(dst)
+    try:
+        with open(src, "rb") as reader, open(tmp, "wb") as writer:
+            if not _copied_in_kernel(reader.fileno(), writer.fileno(), os.fstat(reader.fileno()).st_size):
+                reader.seek(0)
+                writer.seek(0)
+                writer.truncate()
+                shutil.copyfileobj(reader, writer, COPY_BLOCK)
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# copy_file_range's answers for "not here": no syscall, across filesystems (old kernels), or a
+# filesystem that does not implement it.
+_NO_KERNEL_COPY = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP})
+
+
+def _copied_in_kernel(src: int, dst: int, size: int) -> bool:
+    """Copy `size` bytes between descriptors with copy_file_range; False where the kernel or the
+    filesystem cannot (the caller then copies through user space)."""
+    if not hasattr(os, "copy_file_range"):
+        return False
+    pos = 0
+    while pos < size:
+        try:
+            sent = os.copy_file_range(src, dst, size - pos, pos, pos)
+        except OSError as err:
+            if err.errno in _NO_KERNEL_COPY:
+                return False
+            raise
+        if sent == 0:
+            raise OSError(errno.EIO, f"the file ended after {pos} of {size} bytes while copied")
+        pos += sent
+    return True

@@ -76,6 +76,10 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
                         "chunks without ColumnIndex (OffsetIndex only), by reason:")
     lines += _by_reason(written, "page_stats_fallback_reasons",
                         "chunks decoded exactly though page-header statistics were trusted, by reason:")
+    notes = Counter(note for r in records for note in r.get("notes", ()))
+    if notes:  # e.g. a column named for a bloom filter that older files lack
+        lines.append("  notes, by files (the report lists each file's):")
+        lines += [f"    {n:>6}  {note}" for note, n in sorted(notes.items(), key=lambda kv: (-kv[1], kv[0]))]
     failures: dict[str, list[str]] = defaultdict(list)
     for r in records:
         if r["status"] in FAILURES:

@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from typing import Any, NoReturn, Sequence
 
 from pageindex.errors import PageIndexError
@@ -97,16 +98,14 @@ def table_location(spark: Any, name: str) -> tuple[str, str | None]:
 
 
 def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] | None = None) -> None:
-    """Refuse in place on a table format that records file sizes, and an --output tree that
-    would get two files at one path. `table`: a catalog table's name and provider, if any."""
+    """Refuse a table format's files, in place or mirrored to --output (lake.refusal names the
+    ways that do index the table), and an --output tree that would get two files at one path.
+    `table`: a catalog table's name and provider, if any."""
     formats = list(found.table_formats)
-    if table and table[1] and table[1].lower() in ("delta", "iceberg", "hudi"):
+    if table and table[1] and table[1].lower() in lake.TABLE_NAMES:
         formats.append((table[0], table[1].lower()))
-    if in_place and formats:
-        where, kind = formats[0]
-        raise UsageError(
-            f"{where} is (or holds) a {kind} table; {kind} records each data file's size, so "
-            "changing files in place would corrupt the table. Use --output to write indexed copies.")
+    if formats:
+        raise UsageError(lake.refusal(*formats[0], in_place=in_place))
     if not in_place:
         relatives = [f.relative for f in found.files]
         if len(set(relatives)) != len(relatives):
@@ -224,6 +223,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         builder = SparkSession.builder.appName("pageindex-retrofit").config(WORKER_SAFE_PATH, "1")
         if master:
             builder = builder.master(master)
+        # pyspark's first JVM call imports pyspark.testing.utils (a py4j converter does), which
+        # warns on every run that pandas 3 is not fully supported; the job uses no pandas API.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                                category=FutureWarning, module=r"pyspark\.testing\.utils")
         spark = builder.getOrCreate()
     try:
         return run(args, spark)

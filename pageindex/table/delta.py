@@ -88,8 +88,8 @@ def open_table(root: str, storage_options: dict[str, Any]) -> Any:
     try:
         return DeltaTable(normalize_url(root), storage_options=delta_storage_options(storage_options))
     except Exception as err:  # noqa: BLE001 - deltalake raises its own hierarchy and OSError
-        raise StorageError(f"a delta table root ({LOG_DIR}/) that delta-rs cannot open: {err}; "
-                           "--output writes indexed copies without touching the table",
+        raise StorageError(f"a Delta table root ({LOG_DIR}/) that delta-rs cannot open: {err} "
+                           "(its files are indexed only through its log, which must be readable)",
                            path=root) from err
 
 

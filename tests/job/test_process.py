@@ -120,3 +120,48 @@ def test_errors_opening_ahead_are_each_files_own(s3_server, bucket):
     assert records[True][1]["reason"].startswith(StorageError.__name__)
     assert [_same(r) for r in records[True]] == [_same(r) for r in records[False]]
 
+
+
+def _indexed_parquet(seed: int, rows: int = 400_000) -> bytes:
+    """A file with a page index, several times the tail a retrofit reads first (6.4 MB, 1 MiB)."""
+    rng = np.random.default_rng(seed)
+    out = io.BytesIO()
+    pq.write_table(pa.table({"id": np.arange(rows, dtype=np.int64), "x": rng.random(rows)}), out,
+                   row_group_size=rows // 2, data_page_size=64 << 10, write_page_index=True)
+    return out.getvalue()
+
+
+def test_copy_unchanged_within_a_store_is_copied_by_the_store(s3_server, bucket):
+    """--copy-unchanged from S3 to S3: a file that needs no change (already indexed, or not
+    Parquet) is copied by CopyObject, its body never downloaded; its record names the copy."""
+    client = s3h.boto3_client(s3_server)
+    indexed = _indexed_parquet(7)
+    client.put_object(Bucket=bucket, Key="copy-src/indexed.parquet", Body=indexed)
+    client.put_object(Bucket=bucket, Key="copy-src/notes.txt", Body=b"not parquet at all")
+    files = [InputFile(f"s3://{bucket}/copy-src/{name}", size, name)
+             for name, size in (("indexed.parquet", len(indexed)), ("notes.txt", 18))]
+    with FaultProxy(s3_server) as proxy:
+        options = JobOptions(output=f"s3://{bucket}/mirror", copy_unchanged=True,
+                             storage_options=s3h.storage_options(proxy.endpoint))
+        records = list(process_task([(f, f"s3://{bucket}/mirror/{f.relative}") for f in files], options))
+        operations = proxy.stats.by_operation()
+        downloaded = proxy.stats.bytes_returned("GetObject")
+    assert [r["status"] for r in records] == [Status.ALREADY_INDEXED, Status.SKIPPED]
+    assert [r["output"] for r in records] == [f"s3://{bucket}/mirror/{f.relative}" for f in files]
+    assert operations.get("CopyObject") == 2 and "PutObject" not in operations, operations
+    assert downloaded < len(indexed) // 4, "the footer is read, the body is not"
+    assert client.get_object(Bucket=bucket, Key="mirror/indexed.parquet")["Body"].read() == indexed
+    assert client.get_object(Bucket=bucket, Key="mirror/notes.txt")["Body"].read() == b"not parquet at all"
+
+
+def test_copy_unchanged_local_copies_leave_no_temporary(tmp_path):
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    data = _indexed_parquet(8)
+    (src / "indexed.parquet").write_bytes(data)
+    file = InputFile(str(src / "indexed.parquet"), len(data), "indexed.parquet")
+    [record] = process_task([(file, str(out / "deep" / "indexed.parquet"))],
+                            JobOptions(output=str(out), copy_unchanged=True))
+    assert record["status"] == Status.ALREADY_INDEXED and record["output"] == str(out / "deep" / "indexed.parquet")
+    assert (out / "deep" / "indexed.parquet").read_bytes() == data
+    assert [p.name for p in out.rglob("*") if p.is_file()] == ["indexed.parquet"]

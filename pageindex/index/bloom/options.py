@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pageindex.format.parquet_thrift import Type
-from pageindex.format.schema import Leaf
-from pageindex.index.bloom.chunk_hashes import eligible
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES, check_options
 
 NONE, AUTO = "none", "auto"
@@ -53,12 +51,6 @@ class BloomOptions:
     @property
     def named(self) -> tuple[str, ...]:
         return self.columns if isinstance(self.columns, tuple) else ()
-
-    def wants(self, leaf: Leaf) -> bool:
-        """Whether chunks of this leaf are candidates for a filter."""
-        if self.auto:
-            return leaf.physical_type in AUTO_TYPES
-        return leaf.dotted in self.named and eligible(leaf.physical_type)
 
 
 def bloom_options(spec: str | list[str] | tuple[str, ...] | None, fpp: float = DEFAULT_FPP,
