@@ -233,14 +233,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_lookup(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     filesystem = resolve(args.path, storage_options=args.storage_options)[0]
-    table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem)
+    table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem, strict=args.strict)
     for path, reason in stats.files_skipped:
         print(f"{path}: skipped: {reason}", file=sys.stderr)
+    for path, err in stats.files_failed:
+        print(f"pageindex: warning: {path}: skipped, its rows are not in the result: "
+              f"{type(err).__name__}: {err.message(with_path=False)}", file=sys.stderr)
+    # Rows were returned, but not all of them: the exit code of files no retry can mend.
+    code = 3 if stats.files_failed else 0
     shown = table if args.limit is None else table.slice(0, args.limit)
     if args.json:
         _print_json({"rows": _printable(shown).to_pylist(), "num_rows": table.num_rows,
                      "io": stats.to_dict()})
-        return 0
+        return code
     print(_format_rows(_printable(shown)))
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
@@ -253,7 +258,7 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
              if stats.row_groups_pruned_by_bloom_filter else ""))
     for name, io in stats.columns.items():
         print(f"  {name}: {io.pages_read}/{io.pages_total} pages, {io.bytes_read} bytes")
-    return 0
+    return code
 
 
 def _printable(table):
@@ -379,6 +384,9 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--columns", help="comma-separated columns to return, partition columns included "
                                       "(default: all)")
     lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
+    lk.add_argument("--strict", action="store_true",
+                    help="fail on the first file of a directory that cannot be read (malformed, encrypted, "
+                         "unsupported) instead of leaving it out with a warning (exit code 3)")
     lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
                          "strings, binary as 0x hex, dates and timestamps as ISO text)")
     lk.set_defaults(run=_cmd_lookup, subparser=lk)

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.errors import EncryptedFileError, MalformedFileError, PageIndexError, UnsupportedFileError
 from pageindex.format.footer import ENCRYPTED_MAGIC, MAGIC, Footer, read_footer
 from pageindex.index.reader import OffsetIndexView, ColumnIndexView, bloom_span, index_spans, read_column_index, read_offset_index
 from pageindex.io.storage import Source, normalize_url, open_source, resolve
@@ -34,6 +34,8 @@ class LookupStats:
     row_groups_pruned_by_bloom_filter: int = 0
     files_pruned_by_partition: int = 0  # never opened: their partition values rule them out
     files_skipped: list[tuple[str, str]] = field(default_factory=list)  # path, reason (not Parquet)
+    # path, error: files of a directory that could not be read (malformed, encrypted, unsupported)
+    files_failed: list[tuple[str, PageIndexError]] = field(default_factory=list)
     requests: int = 0
     bytes_read: int = 0
     bytes_by_purpose: dict[str, int] = field(default_factory=dict)
@@ -46,17 +48,22 @@ class LookupStats:
             "row_groups_read": self.row_groups_read,
             "row_groups_pruned_by_bloom_filter": self.row_groups_pruned_by_bloom_filter,
             "files_pruned_by_partition": self.files_pruned_by_partition,
-            "files_skipped": [{"path": p, "reason": r} for p, r in self.files_skipped], "requests": self.requests,
+            "files_skipped": [{"path": p, "reason": r} for p, r in self.files_skipped],
+            "files_failed": [{"path": p, "error": type(e).__name__, "message": e.message(with_path=False)}
+                             for p, e in self.files_failed],
+            "requests": self.requests,
             "bytes_read": self.bytes_read, "bytes_by_purpose": dict(self.bytes_by_purpose),
             "columns": {k: v.__dict__ for k, v in self.columns.items()},
         }
 
 
 def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[str] | None = None,
-           filesystem: Any = None, coalesce_gap: int = 0) -> tuple[pa.Table, LookupStats]:
+           filesystem: Any = None, coalesce_gap: int = 0, strict: bool = False) -> tuple[pa.Table, LookupStats]:
     """Rows of `path` (a file, or a directory of files, Hive-partitioned or not) matching
     `where`, and the I/O it took. Partition columns are returned and filterable; a condition on
-    them prunes whole files unopened. Files whose schemas evolved are read as one (see unify)."""
+    them prunes whole files unopened. Files whose schemas evolved are read as one (see unify).
+    A directory's file that cannot be read is left out and listed in stats.files_failed;
+    `strict` raises its error instead."""
     conditions = parse(where)
     stats = LookupStats()
     if filesystem is None:
@@ -74,33 +81,41 @@ def lookup(path: str, where: str | Sequence[Sequence[Any]], columns: Sequence[st
         if not all(holds(values[c.column], c.op, literals) for c, literals in on_partitions):
             stats.files_pruned_by_partition += 1
             continue
-        found = _read_file(file, dataset, filesystem, stats,
+        found = _read_file(file, dataset, filesystem, stats, strict,
                            lambda source: _lookup_file(source, on_files, columns, stats, coalesce_gap, keys))
         if found is not None:
             stats.files += 1
             read.append((file, *found))
     for file in dataset.files if not read and stats.files_pruned_by_partition else ():
         # Every file pruned: the first one's footer still gives the result its columns.
-        schema = _read_file(file, dataset, filesystem, stats, _file_schema)
+        schema = _read_file(file, dataset, filesystem, stats, strict, _file_schema)
         if schema is not None:
             read.append((file, schema, schema.empty_table()))
             break
+    if not read and stats.files_failed:
+        raise stats.files_failed[0][1]  # no file left to give the result its columns
     if not read:
         raise PredicateError("no Parquet files found", path=path)
     return _combine(read, dataset, conditions, columns), stats
 
 
-def _read_file(file: DataFile, dataset: Dataset, filesystem: Any, stats: LookupStats,
+def _read_file(file: DataFile, dataset: Dataset, filesystem: Any, stats: LookupStats, strict: bool,
                run: Callable[[Source], T]) -> T | None:
     """`run(source)` on one file with its reads counted; None when a file found in a directory
-    is not Parquet (reported in stats.files_skipped, as the job reports it skipped)."""
+    is not Parquet (reported in stats.files_skipped, as the job reports it skipped) or, unless
+    `strict`, cannot be read (in stats.files_failed, as retrofit and verify go on past it)."""
     with open_source(file.path, filesystem) as source:
         try:
             return run(source)
-        except MalformedFileError:
-            if not dataset.directory or source.read(0, 4, "footer") in (MAGIC, ENCRYPTED_MAGIC):
+        except (MalformedFileError, EncryptedFileError, UnsupportedFileError) as err:
+            if not dataset.directory:
                 raise
-            stats.files_skipped.append((source.path, "no Parquet magic at start of file"))
+            if isinstance(err, MalformedFileError) and source.read(0, 4, "footer") not in (MAGIC, ENCRYPTED_MAGIC):
+                stats.files_skipped.append((source.path, "no Parquet magic at start of file"))
+                return None
+            if strict:
+                raise
+            stats.files_failed.append((source.path, err.located(path=source.path)))
             return None
         finally:
             stats.requests += source.stats.requests
