@@ -1,5 +1,9 @@
 """Pruning for lookup: one condition planned against a file's leaf, then which row groups (by
 their Statistics) and which pages (by the ColumnIndex) may hold rows that satisfy it.
+
+Floats are compared as Spark, DuckDB and DataFusion compare them: NaN equals NaN and lies above
+every number, infinity included. Bounds leave NaN out, so where NaN satisfies the condition
+(!=, >, >= a number) a page is skipped only when its index proves it holds no NaN.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pageindex.format.parquet_thrift import BoundaryOrder, ColumnChunk, ColumnMe
 from pageindex.format.schema import Leaf
 from pageindex.format.thrift import Struct
 from pageindex.index.kinds import codec_for, comparable, literal_for
+from pageindex.index.marker import MARKER_KEY
 from pageindex.index.reader import ColumnIndexView, OffsetIndexView
 from pageindex.query.bloom_probe import PROBED_OPS, probe_values
 from pageindex.query.file_fields import Field
@@ -44,6 +49,10 @@ class Plan:
     literals: tuple[pa.Scalar, ...]
     keys: tuple[Any, ...] | None  # comparable keys of the literals, None: cannot prune
     probes: tuple[Any, ...] | None = None  # = and IN: the literals' plain values for bloom filters
+    nan_matches: bool = False  # a float column, and NaN satisfies the condition
+    # Under TYPE_ORDER in a file pageindex indexed, a float chunk with a ColumnIndex holds no NaN
+    # (a chunk with NaN gets none: FORMAT-RULES R7). Other writers' bounds just leave NaN out.
+    index_proves_no_nan: bool = False
 
     def chunk_may_match(self, footer: Footer, chunk: ChunkMeta) -> bool:
         """Row-group pruning by the chunk's Statistics (min/max, null count) when trustworthy."""
@@ -57,8 +66,8 @@ class Plan:
             return not (isinstance(nulls, int) and nulls == 0)
         if op == "is_not_null":
             return not (isinstance(nulls, int) and nulls >= rows and self.leaf.max_rep == 0)
-        if self.keys is None or (op == "!=" and codec_for(self.order).nan_values):
-            return True
+        if self.keys is None or (self.nan_matches and not (self.index_proves_no_nan and chunk.has_column_index)):
+            return True  # Statistics leave NaN out (and have no NaN count): they cannot rule it out
         raw_lo, raw_hi = stats.get(Statistics.MIN_VALUE), stats.get(Statistics.MAX_VALUE)
         # The deprecated min/max are signed: only valid where that is the order.
         if (raw_lo is None or raw_hi is None) and codec_for(self.order).legacy_bounds(self.order):
@@ -86,8 +95,19 @@ def plan_condition(cond: Condition, fields: dict[str, Field], footer: Footer) ->
             keys = tuple(codec_for(order).literal_keys(leaf, order, lit) for lit in literals)
         except (ValueError, TypeError, OverflowError, InvalidOperation, pa.ArrowException):
             keys = None
+    nan_literal = any(lit.is_valid and pa.types.is_floating(lit.type) and lit.as_py() != lit.as_py()
+                      for lit in literals)
+    if nan_literal:
+        keys = None  # NaN has no place among the bounds: such a condition prunes by nulls only
     probes = probe_values(leaf, literals, keys) if cond.op in PROBED_OPS else None
-    return Plan(cond, f, leaf, order, literals, keys, probes)
+    floats = order.indexable and codec_for(order).nan_values
+    nan_matches = floats and not nan_literal and cond.op in _NAN_ABOVE_NUMBERS
+    ours = footer.key_value(MARKER_KEY) is not None and not order.total_order
+    return Plan(cond, f, leaf, order, literals, keys, probes, nan_matches, floats and ours)
+
+
+# The conditions with a number that NaN satisfies, NaN being above every number and unequal to it.
+_NAN_ABOVE_NUMBERS = ("!=", ">", ">=")
 
 
 def _filtered_leaf(column: str, fields: dict[str, Field]) -> tuple[Field, Leaf]:
@@ -165,19 +185,31 @@ def matching_pages(plan: Plan, ci: ColumnIndexView) -> list[int]:
     if op == "is_not_null":
         return [i for i in range(n) if not ci.null_pages[i]]
     non_null = [i for i in range(n) if not ci.null_pages[i]]
-    if plan.keys is None or (op == "!=" and codec_for(plan.order).nan_values and ci.nan_counts is None):
+    with_nan = _pages_with_nan(plan, ci, non_null)
+    if plan.keys is None or len(with_nan) == len(non_null):
         return non_null
-    if op == "!=" and ci.nan_counts is not None:
-        # NaN != x holds, and NaN lies outside a total-order page's bounds: keep pages with NaN.
-        with_nan = {i for i in non_null if ci.nan_counts[i] > 0}
+    if op == "!=":
         return [i for i in non_null if i in with_nan or not _all_equal(plan, ci, i)]
     lows = [comparable(plan.leaf, plan.order, ci.min_values[i]) for i in non_null]
     highs = [comparable(plan.leaf, plan.order, ci.max_values[i]) for i in non_null]
     if any(v is None or v != v for v in lows + highs):
         return non_null
     if ci.boundary_order in (BoundaryOrder.ASCENDING, BoundaryOrder.DESCENDING) and op in _RANGE_OPS:
-        return _ordered_pages(plan, non_null, lows, highs, ci.boundary_order)
-    return [i for i, lo, hi in zip(non_null, lows, highs) if _may_match(plan, lo, hi)]
+        chosen = _ordered_pages(plan, non_null, lows, highs, ci.boundary_order)
+    else:
+        chosen = [i for i, lo, hi in zip(non_null, lows, highs) if _may_match(plan, lo, hi)]
+    # Pages whose NaNs satisfy the condition, whatever their bounds (which leave NaN out).
+    return sorted(set(chosen) | with_nan)
+
+
+def _pages_with_nan(plan: Plan, ci: ColumnIndexView, non_null: list[int]) -> set[int]:
+    """The pages that may hold NaN, when NaN satisfies the condition (else none matter): those
+    the index counts NaN in; none where the index proves there is none; else every page."""
+    if not plan.nan_matches:
+        return set()
+    if ci.nan_counts is not None and len(ci.nan_counts) == len(ci):
+        return {i for i in non_null if ci.nan_counts[i] != 0}
+    return set() if plan.index_proves_no_nan else set(non_null)
 
 
 _RANGE_OPS = ("=", "<", "<=", ">", ">=", "between")
