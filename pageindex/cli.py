@@ -32,7 +32,7 @@ from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
-from pageindex.shutdown import leave
+from pageindex.shutdown import leave, stops_cleanly
 from pageindex.targets import Target, expand, legacy_destination, plan
 from pageindex.verify import verify
 from pageindex.version import __version__
@@ -426,4 +426,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> NoReturn:
     """The `pageindex` console script."""
-    leave(main())
+    leave(stops_cleanly(main)())
