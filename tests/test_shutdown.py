@@ -43,10 +43,10 @@ def _temporaries(directory: Path) -> list[str]:
 
 
 def _terminated_mid_commit(args: list[str], directory: Path, temporaries: int) -> subprocess.CompletedProcess:
-    """Run `python -m pageindex ARGS`; once `temporaries` commit temporaries exist in
-    `directory` (every commit begun, none finished), send it SIGTERM."""
+    """Run `python ARGS`; once `temporaries` commit temporaries exist in `directory` (that many
+    commits begun and not finished), send it SIGTERM."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "pageindex", *args], cwd=REPO_ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while len(_temporaries(directory)) < temporaries:
@@ -72,7 +72,7 @@ def test_sigterm_during_in_place_retrofit_removes_the_temporary(tmp_path, big):
     original, indexed = big
     path = tmp_path / "big.parquet"
     path.write_bytes(original)
-    run = _terminated_mid_commit(["retrofit", str(path)], tmp_path, 1)
+    run = _terminated_mid_commit(["-m", "pageindex", "retrofit", str(path)], tmp_path, 1)
     assert run.returncode == 143, run.stderr
     assert _temporaries(tmp_path) == []
     assert path.read_bytes() in (original, indexed)
@@ -86,8 +86,28 @@ def test_sigterm_with_worker_processes_removes_every_temporary(tmp_path, big):
     paths = [tmp_path / f"part-{i}.parquet" for i in range(4)]
     for path in paths:
         path.write_bytes(original)
-    run = _terminated_mid_commit(["retrofit", "--jobs", "2", str(tmp_path)], tmp_path, 1)
+    run = _terminated_mid_commit(["-m", "pageindex", "retrofit", "--jobs", "2", str(tmp_path)], tmp_path, 1)
     assert run.returncode == 143, run.stderr
     assert _temporaries(tmp_path) == []
     states = [path.read_bytes() for path in paths]
     assert all(state in (original, indexed) for state in states) and original in states
+
+
+def test_sigterm_in_an_executor_task_undoes_its_commit(tmp_path, big):
+    """A Spark executor's Python worker runs process_task; SIGTERM there (the executor stopped)
+    undoes the commit in flight and ends the task with Terminated, which the worker reports."""
+    original, indexed = big
+    path = tmp_path / "big.parquet"
+    path.write_bytes(original)
+    program = ("import sys\n"
+               "from pageindex.io.discovery import discover\n"
+               "from pageindex.job.process import JobOptions, process_task\n"
+               "from pageindex.shutdown import Terminated\n"
+               f"files = discover([{str(path)!r}]).files\n"
+               "try:\n"
+               "    list(process_task([(f, None) for f in files], JobOptions()))\n"
+               "except Terminated:\n"
+               "    sys.exit(7)\n")
+    run = _terminated_mid_commit(["-c", program], tmp_path, 1)
+    assert run.returncode == 7, run.stderr
+    assert _temporaries(tmp_path) == [] and path.read_bytes() in (original, indexed)
