@@ -294,14 +294,21 @@ code 2: write `retrofit SRC --output DST` instead."""
 LOOKUP_HELP = """\
 PATH is a Parquet file or a directory, local, file://, s3:// or s3a://. In a
 directory, files are found by the job's rules (hidden and _underscore entries
-ignored; a file that is not Parquet is reported skipped) and key=value folders
+ignored; links to directories followed, each file read once; a file that is
+not Parquet is reported skipped) and key=value folders
 are Hive partitions: returned as columns (typed as pyarrow.dataset infers them:
 int32 when every value casts to int32, else string, dates included;
 __HIVE_DEFAULT_PARTITION__ is null; URL escapes decoded) and filterable, and a
 condition on them prunes whole files without reading a byte of them. Files
 whose schemas evolved are read as one: a column missing from a file is null in
 its rows, int32 and int64 become int64 (pyarrow's permissive unify_schemas);
-types that cannot be unified are refused, naming the file."""
+types that cannot be unified are refused, naming the file. A file of the
+directory that cannot be read (malformed, encrypted, unsupported) is left out
+with a warning naming it and the exit code is 3; --strict fails instead.
+
+Floats compare as Spark, DuckDB and DataFusion compare them: NaN equals NaN and
+is greater than every number, infinity included; -0.0 equals 0.0. 'NaN',
+'inf' and '-inf' (any case; also 'Infinity') are float literals."""
 
 
 def storage_arguments() -> argparse.ArgumentParser:
