@@ -393,7 +393,7 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
     lk.add_argument("--strict", action="store_true",
                     help="fail on the first file of a directory that cannot be read (malformed, encrypted, "
-                         "unsupported) instead of leaving it out with a warning (exit code 3)")
+                         "unsupported) instead of leaving it out with a warning and exit code 3")
     lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
                          "strings, binary as 0x hex, dates and timestamps as ISO text)")
     lk.set_defaults(run=_cmd_lookup, subparser=lk)
