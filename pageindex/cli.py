@@ -306,8 +306,8 @@ types that cannot be unified are refused, naming the file. A file of the
 directory that cannot be read (malformed, encrypted, unsupported) is left out
 with a warning naming it and the exit code is 3; --strict fails instead.
 
-Floats compare as Spark, DuckDB and DataFusion compare them: NaN equals NaN and
-is greater than every number, infinity included; -0.0 equals 0.0. 'NaN',
+Floats compare as Spark and DuckDB compare them: every NaN equals NaN and is
+greater than every number, infinity included; -0.0 equals 0.0. 'NaN',
 'inf' and '-inf' (any case; also 'Infinity') are float literals."""
 
 

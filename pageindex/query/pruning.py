@@ -1,8 +1,8 @@
 """Pruning for lookup: one condition planned against a file's leaf, then which row groups (by
 their Statistics) and which pages (by the ColumnIndex) may hold rows that satisfy it.
 
-Floats are compared as Spark, DuckDB and DataFusion compare them: NaN equals NaN and lies above
-every number, infinity included. Bounds leave NaN out, so where NaN satisfies the condition
+Floats are compared as Spark and DuckDB compare them: every NaN equals NaN and lies above every
+number, infinity included. Bounds leave NaN out, so where NaN satisfies the condition
 (!=, >, >= a number) a page is skipped only when its index proves it holds no NaN.
 """
 from __future__ import annotations

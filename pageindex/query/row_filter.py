@@ -1,6 +1,6 @@
 """Row filter: one condition applied to decoded values, the lookup's exact last step; the same
-rule decides a partition's single value. Nulls never match; floats compare as Spark, DuckDB and
-DataFusion compare them (NaN equals NaN and is above every number); IN is the OR of its equalities."""
+rule decides a partition's single value. Nulls never match; floats compare as Spark and DuckDB
+compare them (every NaN equals NaN and is above every number); IN is the OR of its equalities."""
 from __future__ import annotations
 
 from typing import Sequence
