@@ -56,10 +56,10 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     if _terminated[0]:
         return  # already unwinding: let the cleanup run to its end
     _terminated[0] = True
-    # Worker processes (--jobs) get Ctrl-C's signal, which every Python process unwinds on.
+    # Worker processes (--jobs) too: one in process_to unwinds (stops_cleanly), an idle one ends.
     for child in multiprocessing.active_children():
         try:
-            os.kill(child.pid, signal.SIGINT)
+            os.kill(child.pid, signal.SIGTERM)
         except OSError:
             pass  # already gone
     raise Terminated("terminated by SIGTERM")
