@@ -3,8 +3,8 @@
 Usage: spark-submit --py-files pageindex.zip jobs/retrofit_job.py --input PATH --in-place
 """
 from pageindex.job.spark import main
-from pageindex.shutdown import leave
+from pageindex.shutdown import leave, stops_cleanly
 
 if __name__ == "__main__":
     # spark-submit decides the master; do not override it here.
-    leave(main(master=None))
+    leave(stops_cleanly(main)(master=None))

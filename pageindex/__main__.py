@@ -3,6 +3,6 @@
 Same as the `pageindex` console script.
 """
 from pageindex.cli import main
-from pageindex.shutdown import leave
+from pageindex.shutdown import leave, stops_cleanly
 
-leave(main())
+leave(stops_cleanly(main)())

@@ -32,7 +32,7 @@ from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
-from pageindex.shutdown import leave
+from pageindex.shutdown import leave, stops_cleanly
 from pageindex.targets import Target, expand, legacy_destination, plan
 from pageindex.verify import verify
 from pageindex.version import __version__
@@ -249,14 +249,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_lookup(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     filesystem = resolve(args.path, storage_options=args.storage_options)[0]
-    table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem)
+    table, stats = lookup(args.path, args.where, columns=columns, filesystem=filesystem, strict=args.strict)
     for path, reason in stats.files_skipped:
         print(f"{path}: skipped: {reason}", file=sys.stderr)
+    for path, err in stats.files_failed:
+        print(f"pageindex: warning: {path}: skipped, its rows are not in the result: "
+              f"{type(err).__name__}: {err.message(with_path=False)}", file=sys.stderr)
+    # Rows were returned, but not all of them: the exit code of files no retry can mend.
+    code = 3 if stats.files_failed else 0
     shown = table if args.limit is None else table.slice(0, args.limit)
     if args.json:
         _print_json({"rows": _printable(shown).to_pylist(), "num_rows": table.num_rows,
                      "io": stats.to_dict()})
-        return 0
+        return code
     print(_format_rows(_printable(shown)))
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
@@ -269,7 +274,7 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
              if stats.row_groups_pruned_by_bloom_filter else ""))
     for name, io in stats.columns.items():
         print(f"  {name}: {io.pages_read}/{io.pages_total} pages, {io.bytes_read} bytes")
-    return 0
+    return code
 
 
 def _printable(table):
@@ -305,14 +310,21 @@ code 2: write `retrofit SRC --output DST` instead."""
 LOOKUP_HELP = """\
 PATH is a Parquet file or a directory, local, file://, s3:// or s3a://. In a
 directory, files are found by the job's rules (hidden and _underscore entries
-ignored; a file that is not Parquet is reported skipped) and key=value folders
+ignored; links to directories followed, each file read once; a file that is
+not Parquet is reported skipped) and key=value folders
 are Hive partitions: returned as columns (typed as pyarrow.dataset infers them:
 int32 when every value casts to int32, else string, dates included;
 __HIVE_DEFAULT_PARTITION__ is null; URL escapes decoded) and filterable, and a
 condition on them prunes whole files without reading a byte of them. Files
 whose schemas evolved are read as one: a column missing from a file is null in
 its rows, int32 and int64 become int64 (pyarrow's permissive unify_schemas);
-types that cannot be unified are refused, naming the file."""
+types that cannot be unified are refused, naming the file. A file of the
+directory that cannot be read (malformed, encrypted, unsupported) is left out
+with a warning naming it and the exit code is 3; --strict fails instead.
+
+Floats compare as Spark and DuckDB compare them: every NaN equals NaN and is
+greater than every number, infinity included; -0.0 equals 0.0. 'NaN',
+'inf' and '-inf' (any case; also 'Infinity') are float literals."""
 
 
 def storage_arguments() -> argparse.ArgumentParser:
@@ -399,6 +411,9 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--columns", help="comma-separated columns to return, partition columns included "
                                       "(default: all)")
     lk.add_argument("--limit", type=int, metavar="N", help="print at most this many rows")
+    lk.add_argument("--strict", action="store_true",
+                    help="fail on the first file of a directory that cannot be read (malformed, encrypted, "
+                         "unsupported) instead of leaving it out with a warning and exit code 3")
     lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
                          "strings, binary as 0x hex, dates and timestamps as ISO text)")
     lk.set_defaults(run=_cmd_lookup, subparser=lk)
@@ -438,4 +453,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> NoReturn:
     """The `pageindex` console script."""
-    leave(main())
+    leave(stops_cleanly(main)())

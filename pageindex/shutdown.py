@@ -1,4 +1,5 @@
-"""How the command line and the job's driver end: flush, run Python's exit handlers, then leave.
+"""How the command line and the job's driver end: flush, run Python's exit handlers, then leave;
+and how they stop when told to (SIGTERM unwinds like Ctrl-C, then exit 143).
 
 Leaving skips the C++ static destructors, where Arrow's thread pools can abort a process whose work
 is done (std::terminate on a still-joinable thread, apache/arrow#34314): exit -6 after a success.
@@ -6,17 +7,72 @@ is done (std::terminate on a still-joinable thread, apache/arrow#34314): exit -6
 from __future__ import annotations
 
 import atexit
+import functools
+import multiprocessing
 import os
+import signal
 import sys
-from typing import NoReturn
+import threading
+from types import FrameType
+from typing import Callable, NoReturn, TypeVar
+
+from pageindex.io import temporaries
+
+TERMINATED = 128 + signal.SIGTERM  # what shells, `timeout` and supervisors expect after SIGTERM
+R = TypeVar("R")
+_terminated = [False]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM was received: raised in the main thread to unwind as Ctrl-C does, so every
+    commit in flight is undone and its temporary removed."""
+
+
+def stops_cleanly(run: Callable[..., R]) -> Callable[..., R]:
+    """`run` with SIGTERM turned into Terminated and Ctrl-C into KeyboardInterrupt, both held
+    back while a commit's temporary is created or swapped in; the process's previous handlers
+    are back afterwards. Handlers run in the main thread only: elsewhere `run` runs as it is."""
+    @functools.wraps(run)
+    def stopping(*args, **kwargs) -> R:
+        if threading.current_thread() is not threading.main_thread():
+            return run(*args, **kwargs)
+        previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return run(*args, **kwargs)
+        except KeyboardInterrupt:
+            temporaries.remove_all()  # any the unwinding could not reach
+            raise
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+    return stopping
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    if temporaries.defer(lambda: _on_stop(signum, None)):
+        return
+    if signum != signal.SIGTERM:
+        raise KeyboardInterrupt
+    if _terminated[0]:
+        return  # already unwinding: let the cleanup run to its end
+    _terminated[0] = True
+    # Worker processes (--jobs) too: one in process_to unwinds (stops_cleanly), an idle one ends.
+    for child in multiprocessing.active_children():
+        try:
+            os.kill(child.pid, signal.SIGTERM)
+        except OSError:
+            pass  # already gone
+    raise Terminated("terminated by SIGTERM")
 
 
 def leave(code: int) -> NoReturn:
-    """Exit with `code` once stdout and stderr are flushed and every atexit handler has run."""
+    """Exit with `code` (143 after SIGTERM) once stdout and stderr are flushed, every temporary
+    still in flight is removed and every atexit handler has run."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # the reader went away or the stream is closed: nothing to tell
             pass
+    temporaries.remove_all()
     atexit._run_exitfuncs()
-    os._exit(code)
+    os._exit(TERMINATED if _terminated[0] else code)

@@ -1,11 +1,21 @@
-"""The entry points end through `leave`: output flushed, exit handlers run, exit code kept."""
+"""The entry points end through `leave`: output flushed, exit handlers run, exit code kept; and
+stop cleanly: SIGTERM during an in-place retrofit (one file, or several in worker processes)
+leaves no temporary and the file original or complete, exit code 143."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import pyarrow.parquet as pq
+import pytest
 import tomllib
 
+from pageindex.retrofit import retrofit
+from tests.helpers.big_files import write_wide_file
 from tests.helpers.paths import REPO_ROOT
 
 
@@ -24,5 +34,80 @@ def test_leave_flushes_runs_exit_handlers_and_keeps_the_code():
 def test_every_entry_point_leaves_through_shutdown():
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"pageindex": "pageindex.cli:console", "pageindex-job": "pageindex.job.spark:console"}
-    for path in ("pageindex/__main__.py", "jobs/retrofit_job.py"):
-        assert "leave(main(" in (REPO_ROOT / path).read_text(), path
+    for path in ("pageindex/__main__.py", "jobs/retrofit_job.py", "pageindex/cli.py", "pageindex/job/spark.py"):
+        assert "leave(stops_cleanly(main)(" in (REPO_ROOT / path).read_text(), path
+
+
+def _temporaries(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".pageindex-tmp-" in p.name)
+
+
+def _terminated_mid_commit(args: list[str], directory: Path, temporaries: int) -> subprocess.CompletedProcess:
+    """Run `python ARGS`; once `temporaries` commit temporaries exist in `directory` (that many
+    commits begun and not finished), send it SIGTERM."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while len(_temporaries(directory)) < temporaries:
+            assert proc.poll() is None, "the run ended before its commits began: " + proc.communicate()[1]
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> tuple[bytes, bytes]:
+    """A ~33 MB file with no page index, and the bytes of its retrofit (deterministic)."""
+    tmp = tmp_path_factory.mktemp("sigterm")
+    original = write_wide_file(tmp / "big.parquet", 40_000)
+    retrofit(str(tmp / "big.parquet"), str(tmp / "big.indexed.parquet"))
+    return original, (tmp / "big.indexed.parquet").read_bytes()
+
+
+def test_sigterm_during_in_place_retrofit_removes_the_temporary(tmp_path, big):
+    original, indexed = big
+    path = tmp_path / "big.parquet"
+    path.write_bytes(original)
+    run = _terminated_mid_commit(["-m", "pageindex", "retrofit", str(path)], tmp_path, 1)
+    assert run.returncode == 143, run.stderr
+    assert _temporaries(tmp_path) == []
+    assert path.read_bytes() in (original, indexed)
+    assert pq.read_table(path).num_rows == 40_000
+
+
+def test_sigterm_with_worker_processes_removes_every_temporary(tmp_path, big):
+    """--jobs 2: the signal reaches the parent only (as `timeout` and Kubernetes send it); the
+    workers are stopped too, each undoing its commit, and files not started are not started."""
+    original, indexed = big
+    paths = [tmp_path / f"part-{i}.parquet" for i in range(4)]
+    for path in paths:
+        path.write_bytes(original)
+    run = _terminated_mid_commit(["-m", "pageindex", "retrofit", "--jobs", "2", str(tmp_path)], tmp_path, 1)
+    assert run.returncode == 143, run.stderr
+    assert _temporaries(tmp_path) == []
+    states = [path.read_bytes() for path in paths]
+    assert all(state in (original, indexed) for state in states) and original in states
+
+
+def test_sigterm_in_an_executor_task_undoes_its_commit(tmp_path, big):
+    """A Spark executor's Python worker runs process_task; SIGTERM there (the executor stopped)
+    undoes the commit in flight and ends the task with Terminated, which the worker reports."""
+    original, indexed = big
+    path = tmp_path / "big.parquet"
+    path.write_bytes(original)
+    program = ("import sys\n"
+               "from pageindex.io.discovery import discover\n"
+               "from pageindex.job.process import JobOptions, process_task\n"
+               "from pageindex.shutdown import Terminated\n"
+               f"files = discover([{str(path)!r}]).files\n"
+               "try:\n"
+               "    list(process_task([(f, None) for f in files], JobOptions()))\n"
+               "except Terminated:\n"
+               "    sys.exit(7)\n")
+    run = _terminated_mid_commit(["-c", program], tmp_path, 1)
+    assert run.returncode == 7, run.stderr
+    assert _temporaries(tmp_path) == [] and path.read_bytes() in (original, indexed)

@@ -24,6 +24,7 @@ except ImportError:  # Windows: no direct I/O copy (_copies_through_page_cache s
 import fsspec
 
 from pageindex.errors import ConcurrentModificationError, StorageError
+from pageindex.io import temporaries
 from pageindex.io.storage import Source, current_version, local_version, storage_errors
 from pageindex.io.transport import is_s3
 
@@ -249,11 +250,13 @@ class _LocalCommit(PendingCommit):
                 raise OSError(errno.ENAMETOOLONG, f"file name longer than {NAME_MAX} bytes")
             self.created_dirs = _make_dirs(self.parent)
             try:
-                self.out = open(self.tmp, "wb")
+                with temporaries.held():  # the file never exists unrecorded
+                    self.out = open(self.tmp, "wb")
+                    self.tmp_inode = os.fstat(self.out.fileno()).st_ino
+                    temporaries.record(self.tmp, self.tmp_inode)
             except BaseException:
                 _remove_dirs(self.created_dirs)
                 raise
-        self.tmp_inode = os.fstat(self.out.fileno()).st_ino
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._copier: threading.Thread | None = None
@@ -288,8 +291,10 @@ class _LocalCommit(PendingCommit):
             # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
             check_unchanged(self.source)
             _drop_stale_checksum(self.dst)
-            if not (self.in_place and self._swap_in()):
-                os.replace(self.tmp, self.dst)
+            with temporaries.held():  # swapped in and forgotten, or neither
+                if not (self.in_place and self._swap_in()):
+                    os.replace(self.tmp, self.dst)
+                temporaries.forget(self.tmp)
             _fsync_dir(self.parent)
         except BaseException:
             self.abort()
@@ -321,6 +326,7 @@ class _LocalCommit(PendingCommit):
         # Only our own file: after a swap back in a three-way race the name may hold another's.
         if os.path.exists(self.tmp) and os.lstat(self.tmp).st_ino == self.tmp_inode:
             os.unlink(self.tmp)
+        temporaries.forget(self.tmp)
         _remove_dirs(self.created_dirs)
 
 

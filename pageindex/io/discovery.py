@@ -1,12 +1,19 @@
 """Discovery: expand the job's inputs (files, directories, globs, URLs) into Parquet candidates.
 
 Hidden and underscore entries are ignored; Delta, Iceberg and Hudi table roots are detected.
+On a local disk symbolic links are followed: a file reached twice is listed once, by the first of
+its paths in sorted order, and a link back to a directory it lies in is not followed (a cycle).
 """
 from __future__ import annotations
 
+import logging
+import os
 import posixpath
+import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
+
+from fsspec.implementations.local import LocalFileSystem
 
 from pageindex.errors import StorageError
 from pageindex.io.storage import normalize_url, resolve, storage_errors
@@ -72,15 +79,78 @@ def glob_root(path: str) -> str:
 
 def list_files(fs: Any, path: str) -> list[str]:
     """The data files below a directory, in path order, as Spark would see them (no hidden)."""
-    return sorted(_visible(fs.find(path, withdirs=False, detail=True), path))
+    return sorted(_visible(find(fs, path), path))
 
 
 def _visible(entries: dict[str, dict], path: str) -> dict[str, dict]:
-    """The files among a listing of `path` that are not hidden below it (Spark's rule)."""
+    """The files among a listing of `path` that are not hidden below it (Spark's rule), each
+    once: of the paths that reach one file through links, the first in sorted order."""
     root = path.rstrip("/") + "/"
-    return {name: info for name, info in entries.items()
-            if info.get("type") != "directory"
-            and not is_hidden(name[len(root):] if name.startswith(root) else posixpath.basename(name))}
+    visible = {name: info for name, info in entries.items()
+               if info.get("type") != "directory"
+               and not is_hidden(name[len(root):] if name.startswith(root) else posixpath.basename(name))}
+    return {name: visible[name] for name in _first_of_each(sorted(visible), lambda n: visible[n].get(_REAL))}
+
+
+# The key of a local listing's entries holding the file's (device, inode): its identity.
+_REAL = "pageindex_real"
+log = logging.getLogger("pageindex.io")
+
+
+def _first_of_each(names: Iterable[str], identity: Any) -> list[str]:
+    """The names whose identity (None: unknown, always kept) no name before them has."""
+    seen: set = set()
+    out = []
+    for name in names:
+        key = identity(name)
+        if key is None or key not in seen:
+            seen.add(key)
+            out.append(name)
+    return out
+
+
+def find(fs: Any, path: str) -> dict[str, dict]:
+    """Every file below `path` with its info, as fs.find(withdirs=False, detail=True) gives it,
+    except that on a local disk links to directories are followed (fsspec lists them as files)."""
+    if not isinstance(fs, LocalFileSystem):
+        return fs.find(path, withdirs=False, detail=True)
+    root = fs._strip_protocol(path)
+    try:
+        top = os.stat(root)
+    except FileNotFoundError:
+        return {}
+    if not stat.S_ISDIR(top.st_mode):
+        return fs.find(path, withdirs=False, detail=True)
+    out: dict[str, dict] = {}
+    _walk(root, [(top.st_dev, top.st_ino)], out, set())
+    return out
+
+
+def _walk(directory: str, ancestors: list[tuple[int, int]], out: dict[str, dict], cycles: set) -> None:
+    """The files below `directory` into `out`, depth first in name order. `ancestors` are the
+    directories the walk is in (by identity): a link to one of them would never end."""
+    with os.scandir(directory) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        name = posixpath.join(directory, entry.name)
+        try:
+            st = os.stat(name)  # through links
+        except OSError as err:
+            log.warning("pageindex: warning: %s: skipped: cannot follow it (%s)", name, err.strerror or err)
+            continue
+        identity = (st.st_dev, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            if identity in ancestors:
+                link = os.lstat(name)
+                if (link.st_dev, link.st_ino) not in cycles:  # said once, however often it is reached
+                    cycles.add((link.st_dev, link.st_ino))
+                    log.warning("pageindex: warning: %s: not followed: a symbolic link to %s, a directory "
+                                "it lies in (a cycle)", name, os.path.realpath(name))
+                continue
+            _walk(name, ancestors + [identity], out, cycles)
+        else:
+            kind = "file" if stat.S_ISREG(st.st_mode) else "other"
+            out[name] = {"name": name, "size": st.st_size, "type": kind, _REAL: identity}
 
 
 def table_format(fs: Any, path: str) -> str | None:
@@ -108,7 +178,21 @@ def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -
         # An unreachable store, bad credentials: a StorageError naming the input, not a traceback.
         with storage_errors("list", raw):
             _discover_one(raw, storage_options, files, formats)
-    return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
+    urls = sorted(files)
+    if len(inputs) > 1:  # one file named by two inputs (a link and its target): listed once
+        urls = _first_of_each(urls, _local_identity)
+    return Discovery(tuple(files[url] for url in urls), tuple(formats))
+
+
+def _local_identity(url: str) -> tuple[int, int] | None:
+    """A local file's (device, inode) through links; None elsewhere."""
+    if "://" in url and not url.startswith("file://"):
+        return None
+    try:
+        st = os.stat(url.removeprefix("file://"))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _discover_one(raw: str, storage_options: dict[str, Any], files: dict[str, InputFile],
@@ -143,7 +227,7 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None
             info = fs.info(path)
             relative = path[len(glob_base):].strip("/") if glob_base else posixpath.basename(path)
             return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative)], []
-        entries = fs.find(path, withdirs=False, detail=True)
+        entries = find(fs, path)
     except FileNotFoundError:
         raise StorageError("input does not exist", path=like) from None
     base = (glob_base if glob_base else path).rstrip("/") + "/"

@@ -26,6 +26,7 @@ from pageindex.io.commit import COPY_BLOCK, temp_name
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status, retrofit
+from pageindex.shutdown import stops_cleanly
 
 log = logging.getLogger("pageindex.job.spark")
 # Outcomes that leave the file as it is: --copy-unchanged copies them to the output.
@@ -142,6 +143,7 @@ def _open_ahead(pool: Executor, file: InputFile, options: JobOptions) -> OpenAhe
     return OpenAhead(pool, path, fs)
 
 
+@stops_cleanly  # SIGTERM in a worker process undoes the commit in flight
 def process_to(file: InputFile, output: str | None, options: JobOptions,
                ahead: OpenAhead | None = None) -> dict[str, Any]:
     """process_file with the destination given (None: in place), for callers that map outputs

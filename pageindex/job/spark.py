@@ -21,7 +21,7 @@ from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_a
 from pageindex.job.report import summary, write_report
 from pageindex.job.tasks import pack, parse_size
 from pageindex.retrofit import Status
-from pageindex.shutdown import leave
+from pageindex.shutdown import leave, stops_cleanly
 
 log = logging.getLogger("pageindex.job.spark")
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
@@ -248,4 +248,4 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
 
 def console() -> NoReturn:
     """The `pageindex-job` console script: the job on a local Spark."""
-    leave(main())
+    leave(stops_cleanly(main)())

@@ -31,7 +31,8 @@ def probe_values(leaf: Leaf, literals: tuple[Any, ...], keys: tuple[tuple[Any, A
         value = _plain(leaf, literal, None if keys is None else keys[i])
         if value is None:
             return None
-        out.append(value)
+        # 0.0 = -0.0, and other writers' filters hold only the zero the chunk has.
+        out += [value, -value] if isinstance(value, float) and value == 0 else [value]
     return tuple(out)
 
 
@@ -39,7 +40,10 @@ def _plain(leaf: Leaf, literal: Any, key: tuple[Any, Any] | None) -> Any:
     ptype = leaf.physical_type
     if ptype in (Type.FLOAT, Type.DOUBLE):
         value = literal.as_py()
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        # NaN is not probed: NaNs of other bit patterns are equal to it but hash differently.
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+            return None
+        return float(value)
     if key is None or key[0] != key[1]:
         return None
     exact = key[0]

@@ -1,6 +1,6 @@
 """Row filter: one condition applied to decoded values, the lookup's exact last step; the same
-rule decides a partition's single value. Nulls never match, comparisons are IEEE (NaN matches
-only !=), IN is the OR of its equalities."""
+rule decides a partition's single value. Nulls never match; floats compare as Spark and DuckDB
+compare them (every NaN equals NaN and is above every number); IN is the OR of its equalities."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,14 +21,27 @@ def mask(column: pa.Array | pa.ChunkedArray, op: str, literals: Sequence[pa.Scal
     elif op == "is_not_null":
         m = pc.is_valid(column)
     elif op == "between":
-        m = pc.and_(pc.greater_equal(column, literals[0]), pc.less_equal(column, literals[1]))
+        m = pc.and_(_compare(column, ">=", literals[0]), _compare(column, "<=", literals[1]))
     elif op == "in":
-        m = pc.equal(column, literals[0])
+        m = _compare(column, "=", literals[0])
         for lit in literals[1:]:
-            m = pc.or_(m, pc.equal(column, lit))
+            m = pc.or_(m, _compare(column, "=", lit))
     else:
-        m = _COMPARE[op](column, literals[0])
+        m = _compare(column, op, literals[0])
     return pc.fill_null(m, False)
+
+
+def _compare(column: pa.Array | pa.ChunkedArray, op: str, literal: pa.Scalar) -> pa.ChunkedArray:
+    """`column op literal`, IEEE 754 but for NaN: IEEE makes every comparison with NaN false
+    (but !=), the engines order NaN above every number and equal to itself."""
+    m = _COMPARE[op](column, literal)
+    if not pa.types.is_floating(column.type) or not literal.is_valid:
+        return m
+    nan = pc.is_nan(column)
+    if literal.as_py() != literal.as_py():  # NaN: only NaN is equal, everything else below
+        return {"=": nan, "!=": pc.invert(nan), "<": pc.invert(nan), "<=": pc.is_valid(column),
+                ">": m, ">=": nan}[op]
+    return pc.or_(m, nan) if op in (">", ">=") else m
 
 
 def holds(value: pa.Scalar, op: str, literals: Sequence[pa.Scalar]) -> bool:

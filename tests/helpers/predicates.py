@@ -1,10 +1,10 @@
 """Random predicates for lookup tests, rendered as SQL-like text and as (column, op, value) tuples,
 and an independent reference filter built only on pyarrow compute.
 
-Reference semantics (what lookup must return): nulls never match; comparisons follow IEEE 754,
-so NaN compares false under every operator except != (where it is true) and -0.0 equals 0.0;
-IN is a disjunction of equalities (so NaN IN (NaN) is false, -0.0 IN (0.0) is true);
-BETWEEN a AND b is a >= a AND a <= b.
+Reference semantics (what lookup must return, as Spark, DuckDB and DataFusion do): nulls never
+match; floats compare as numbers except that NaN equals NaN and is greater than every number
+(infinity included), and -0.0 equals 0.0; IN is a disjunction of equalities (so NaN IN (NaN) is
+true, -0.0 IN (0.0) is true); BETWEEN a AND b is a >= a AND a <= b.
 """
 from __future__ import annotations
 
@@ -104,7 +104,9 @@ def sql_literal(s: pa.Scalar) -> str | None:
         return str(s.as_py())
     if pa.types.is_floating(t):
         f = float(s.as_py())
-        return None if math.isnan(f) or math.isinf(f) else repr(f)
+        if math.isnan(f):
+            return "'NaN'"
+        return ("'inf'" if f > 0 else "'-inf'") if math.isinf(f) else repr(f)
     if pa.types.is_decimal(t):
         return str(s.as_py())
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -199,6 +201,22 @@ def _comparable(column, lit: pa.Scalar):
     return column, lit
 
 
+def _engine_compare(column, op: str, lit: pa.Scalar):
+    """A float comparison as the engines make it, from the trichotomy (less, equal) of the pair
+    (is NaN, value): NaN above every number, equal to NaN."""
+    if not pa.types.is_floating(column.type) or not lit.is_valid:
+        col, v = _comparable(column, lit)
+        return _CMP[op](col, v)
+    values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    x = float(lit.cast(pa.float64()).as_py())
+    col_nan, lit_nan = np.isnan(values), math.isnan(x)
+    with np.errstate(invalid="ignore"):
+        less = ~col_nan & (lit_nan | (values < x))
+        equal = (col_nan & lit_nan) | (~col_nan & (not lit_nan) & (values == x))
+    result = {"<": less, "<=": less | equal, "=": equal, "!=": ~equal, ">": ~(less | equal), ">=": ~less}[op]
+    return pa.array(result, mask=pc.is_null(column).to_numpy(zero_copy_only=False))
+
+
 def reference_mask(table: pa.Table, conds: Sequence[Cond]) -> pa.Array:
     mask = pa.array(np.ones(table.num_rows, dtype=bool))
     for c in conds:
@@ -208,18 +226,14 @@ def reference_mask(table: pa.Table, conds: Sequence[Cond]) -> pa.Array:
         elif c.op == "is_not_null":
             m = pc.is_valid(column)
         elif c.op == "between":
-            col, lo = _comparable(column, c.lits[0])
-            _, hi = _comparable(column, c.lits[1])
-            m = pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))
+            m = pc.and_(_engine_compare(column, ">=", c.lits[0]), _engine_compare(column, "<=", c.lits[1]))
         elif c.op == "in":
             m = None
             for lit in c.lits:
-                col, v = _comparable(column, lit)
-                e = pc.fill_null(pc.equal(col, v), False)
+                e = pc.fill_null(_engine_compare(column, "=", lit), False)
                 m = e if m is None else pc.or_(m, e)
         else:
-            col, v = _comparable(column, c.lits[0])
-            m = _CMP[c.op](col, v)
+            m = _engine_compare(column, c.op, c.lits[0])
         mask = pc.and_(mask, pc.fill_null(m, False))
     return mask
 

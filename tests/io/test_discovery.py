@@ -176,3 +176,46 @@ def test_discover_s3_sees_objects_written_after_an_earlier_discover(s3fs_fs, s3_
     fs.pipe(f"{bucket}/b/part-0.parquet", b"PAR1")  # new data under a new prefix
     assert [f.url for f in discover([f"s3://{bucket}/b"], s3_storage_options).files] == [
         f"s3://{bucket}/b/part-0.parquet"]
+
+
+def _linked_lake(root: Path) -> Path:
+    """lake/a/f.parquet; lake/linked -> ../other (other/b/g.parquet); lake/twice -> ../other (the
+    same files by a second link); lake/a/up -> .. (a cycle); lake/flink.parquet -> a/f.parquet."""
+    lake = root / "lake"
+    (lake / "a").mkdir(parents=True)
+    (root / "other" / "b").mkdir(parents=True)
+    (lake / "a" / "f.parquet").write_bytes(b"f" * 10)
+    (root / "other" / "b" / "g.parquet").write_bytes(b"g" * 20)
+    (lake / "linked").symlink_to("../other", target_is_directory=True)
+    (lake / "twice").symlink_to("../other", target_is_directory=True)
+    (lake / "a" / "up").symlink_to("..", target_is_directory=True)
+    (lake / "flink.parquet").symlink_to("a/f.parquet")
+    return lake
+
+
+def test_discover_follows_directory_links_once_each_and_stops_at_cycles(tmp_path, caplog):
+    lake = _linked_lake(tmp_path)
+    found = discover([str(lake)])
+    assert [(f.relative, f.size) for f in found.files] == [("a/f.parquet", 10), ("linked/b/g.parquet", 20)]
+    cycles = [r.getMessage() for r in caplog.records if "cycle" in r.getMessage()]
+    assert len(cycles) == 1 and str(lake / "a" / "up") in cycles[0]
+    # A link named with its target as inputs, and a second run: the same files, listed once.
+    caplog.clear()
+    again = discover([str(lake / "twice"), str(tmp_path / "other"), str(lake)])
+    assert [f.url for f in again.files] == [str(lake / "a" / "f.parquet"), str(lake / "linked" / "b" / "g.parquet")]
+    assert len([r for r in caplog.records if "cycle" in r.getMessage()]) == 1
+
+
+def test_discover_link_to_a_file_kept_when_it_is_the_only_path(tmp_path):
+    lake = _linked_lake(tmp_path)
+    (lake / "a" / "f.parquet").rename(tmp_path / "elsewhere.parquet")
+    (lake / "flink.parquet").unlink()
+    (lake / "flink.parquet").symlink_to(tmp_path / "elsewhere.parquet")
+    assert [f.relative for f in discover([str(lake)]).files] == ["flink.parquet", "linked/b/g.parquet"]
+
+
+def test_discover_broken_link_is_skipped_with_a_warning(tmp_path, caplog):
+    lake = _linked_lake(tmp_path)
+    (lake / "gone.parquet").symlink_to(tmp_path / "missing.parquet")
+    assert [f.relative for f in discover([str(lake)]).files] == ["a/f.parquet", "linked/b/g.parquet"]
+    assert any("gone.parquet" in r.getMessage() for r in caplog.records)

@@ -38,7 +38,9 @@ from pageindex.format.parquet_thrift import BoundaryOrder
 from pageindex.index.reader import ColumnIndexView, read_column_index, read_offset_index
 from pageindex.inspection import inspect_file
 from pageindex.io.storage import open_source
-from pageindex.query.lookup import _arrow_schema, _fields, _matching_pages, _plan, lookup
+from pageindex.query.file_fields import arrow_schema, file_fields
+from pageindex.query.lookup import lookup
+from pageindex.query.pruning import matching_pages, plan_condition
 from pageindex.query.predicate import PredicateError, parse
 from pageindex.retrofit import retrofit
 from tests.helpers.corpus import corpus_path, corpus_rows
@@ -530,21 +532,21 @@ def test_not_equal_keeps_pages_with_nans_under_total_order():
     """BUG: under IEEE_754_TOTAL_ORDER, parquet-java leaves NaN out of the page bounds and counts
     it in nan_counts (row group 1 of floating_orders_nan_count.parquet: bounds [-2, 3], 4 NaNs).
     For a page holding only 5.0 and NaNs, `!= 5.0` must keep the page (NaN != 5.0 is true), but
-    _matching_pages drops it because min == max == 5.0."""
+    matching_pages drops it because min == max == 5.0."""
     path = str(corpus_path(FLOAT_ORDERS))
     with open_source(path) as src:
         footer = read_footer(src)
         rg1 = footer.chunks[1][footer.leaves.index(next(l for l in footer.leaves if l.path == ("double_ieee754",)))]
         ci = read_column_index(src, rg1)
     assert ci.nan_counts == (4,) and struct.unpack("<d", ci.max_values[0])[0] == 3.0  # NaN not in bounds
-    fields = _fields(footer, _arrow_schema(footer))
+    fields = file_fields(footer, arrow_schema(footer))
     for column, fmt in (("double_ieee754", "<d"), ("float_ieee754", "<f")):
-        plan = _plan(parse(f"{column} != 5.0")[0], fields, footer)
+        plan = plan_condition(parse(f"{column} != 5.0")[0], fields, footer)
         five = struct.pack(fmt, 5.0)
         page = ColumnIndexView((False,), (five,), (five,), BoundaryOrder.UNORDERED, (0,), None, None, (3,))
-        assert _matching_pages(plan, page) == [0], column
+        assert matching_pages(plan, page) == [0], column
         no_nan = dataclasses.replace(page, nan_counts=(0,))
-        assert _matching_pages(plan, no_nan) == []
+        assert matching_pages(plan, no_nan) == []
 
 
 # ---------------------------------------------------------------- I/O claims
@@ -786,14 +788,17 @@ _DECODE = {"i": lambda b: struct.unpack("<q", b)[0], "f": lambda b: struct.unpac
            "s": bytes, "long": bytes}
 
 
-def _brute_pages(ci: ColumnIndexView, column: str, op: str, keys: list) -> list[int]:
+def _brute_pages(ci: ColumnIndexView, column: str, op: str, keys: list, ours: bool) -> list[int]:
+    """Pages that may match, one by one. NaN (never in the bounds) is != and > every number:
+    for those a page is kept unless nan_counts, or our index under TYPE_ORDER (R7), rule NaN out."""
     out = []
     for i in range(len(ci)):
         if ci.null_pages[i]:
             continue
         lo, hi = _DECODE[column](ci.min_values[i]), _DECODE[column](ci.max_values[i])
-        if op == "!=" and column == "f" and (ci.nan_counts is None or ci.nan_counts[i] > 0):
-            out.append(i)  # a NaN (not in the bounds) may be != anything
+        no_nan = ci.nan_counts[i] == 0 if ci.nan_counts is not None else ours
+        if op in ("!=", ">", ">=") and column == "f" and not no_nan:
+            out.append(i)
             continue
         ok = {"=": lambda: lo <= keys[0] <= hi, "<": lambda: lo < keys[0], "<=": lambda: lo <= keys[0],
               ">": lambda: hi > keys[0], ">=": lambda: hi >= keys[0],
@@ -810,7 +815,7 @@ def test_binary_search_matches_linear_pass(ordered_files):
     for path, order, table in ordered_files:
         with open_source(path) as src:
             footer = read_footer(src)
-            fields = _fields(footer, _arrow_schema(footer))
+            fields = file_fields(footer, arrow_schema(footer))
             rows = footer.row_group_rows[0]
             for leaf in footer.leaves:
                 column = leaf.path[0]
@@ -839,11 +844,11 @@ def test_binary_search_matches_linear_pass(ordered_files):
                     if op == "between" and rng.random() < 0.85:
                         lits.sort()
                     where = [(column, op, lits if op in ("between", "in") else lits[0])]
-                    plan = _plan(parse(where)[0], fields, footer)
-                    got = _matching_pages(plan, ci)
-                    linear = _matching_pages(plan, dataclasses.replace(ci, boundary_order=BoundaryOrder.UNORDERED))
+                    plan = plan_condition(parse(where)[0], fields, footer)
+                    got = matching_pages(plan, ci)
+                    linear = matching_pages(plan, dataclasses.replace(ci, boundary_order=BoundaryOrder.UNORDERED))
                     keys = [k.encode() if isinstance(k, str) else k for k in lits]
-                    brute = _brute_pages(ci, column, op, keys)
+                    brute = _brute_pages(ci, column, op, keys, footer.key_value("pageindex") is not None)
                     assert got == linear == brute, (path, column, where, got, linear, brute)
                     # sound: every page holding a matching row is kept
                     conds = [Cond(column, op, tuple(pa.scalar(x, values.type) for x in lits))]

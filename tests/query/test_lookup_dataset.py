@@ -236,3 +236,52 @@ def test_spark_reads_the_same_rows(lake, spark):
         rows = df.where("day = '2024-01-02' AND id < 6700").select("id", "extra", "day", "region").collect()
     assert got.num_rows == len(rows) == 700
     assert sorted(tuple(r) for r in rows) == sorted(tuple(r.values()) for r in got.to_pylist())
+
+
+def _lake_with_a_broken_file(root: Path) -> Path:
+    """Three files; b.parquet is Parquet cut short (its magic at the start, no footer)."""
+    for name, start in (("a", 0), ("b", 100), ("c", 200)):
+        pq.write_table(pa.table({"id": pa.array(range(start, start + 100), pa.int64())}),
+                       root / f"{name}.parquet", **SMALL_PAGES)
+    broken = root / "b.parquet"
+    broken.write_bytes(broken.read_bytes()[:-30])
+    return broken
+
+
+def test_malformed_file_in_a_directory_is_left_out(tmp_path):
+    broken = _lake_with_a_broken_file(tmp_path)
+    before = broken.read_bytes()
+    got, stats = lookup(str(tmp_path), "id >= 50")
+    want = ds.dataset([str(tmp_path / "a.parquet"), str(tmp_path / "c.parquet")]).to_table(
+        filter=pc.field("id") >= 50)
+    assert table_difference(got.sort_by("id"), want.sort_by("id")) is None and got.num_rows == 150
+    assert [(p.rsplit("/", 1)[-1], type(e)) for p, e in stats.files_failed] == [("b.parquet", MalformedFileError)]
+    assert stats.files == 2 and stats.files_skipped == [] and broken.read_bytes() == before
+    with pytest.raises(MalformedFileError) as err:
+        lookup(str(tmp_path), "id >= 50", strict=True)
+    assert err.value.path.endswith("b.parquet")
+    with pytest.raises(MalformedFileError):  # a file named alone still fails
+        lookup(str(broken), "id >= 50")
+
+
+def test_cli_lookup_warns_about_a_malformed_file_and_exits_3(tmp_path, capsys):
+    _lake_with_a_broken_file(tmp_path)
+    assert main(["lookup", str(tmp_path), "--where", "id >= 50", "--json"]) == 3
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["num_rows"] == 150
+    assert [(f["path"].rsplit("/", 1)[-1], f["error"]) for f in out["io"]["files_failed"]] == [
+        ("b.parquet", "MalformedFileError")]
+    warnings = [line for line in captured.err.splitlines() if "b.parquet" in line]
+    assert len(warnings) == 1 and "skipped" in warnings[0] and "MalformedFileError" in warnings[0]
+    # --strict fails the whole lookup (its exit code is main()'s rule for the error).
+    assert main(["lookup", str(tmp_path), "--where", "id >= 50", "--strict"]) != 0
+    assert "b.parquet" in capsys.readouterr().err
+
+
+def test_every_file_malformed_raises_the_first_error(tmp_path):
+    _lake_with_a_broken_file(tmp_path)
+    for name in ("a", "c"):
+        (tmp_path / f"{name}.parquet").unlink()
+    with pytest.raises(MalformedFileError, match="b.parquet"):
+        lookup(str(tmp_path), "id >= 50")

@@ -22,6 +22,7 @@ from pageindex.index.kinds.base import (
     Refusal,
     fixed_width,
     is_number,
+    is_text,
     number_in_text,
     numeric_bounds,
     page_min_max,
@@ -44,6 +45,11 @@ FORMATS = {
     Type.DOUBLE: FloatFormat(64, "<f8", "<i8", "<d"),
     Type.FIXED_LEN_BYTE_ARRAY: FloatFormat(16, "<f2", "<i2", "<e"),
 }
+
+
+# Text for the floats no number spells, as Spark and DuckDB cast it to DOUBLE (any case).
+_SPECIAL = {"nan": float("nan"), **{sign + name: float(sign + "inf") for sign in ("", "+", "-")
+                                    for name in ("inf", "infinity")}}
 
 
 def total_order_key(bits: Any, width: int) -> Any:
@@ -81,6 +87,8 @@ class FloatCodec(Codec):
 
     def literal(self, value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
         value = number_in_text(value)
+        if is_text(value):
+            value = _SPECIAL.get(value.strip().lower(), value)
         if not is_number(value):
             return None
         # float16 is compared as float32 (pyarrow has no float16 kernels)
