@@ -67,7 +67,7 @@ SOURCES = {"input_paths": [], "table": None, "delta_table": None, "iceberg_table
 # What the job's exit code means for the task (the job's --help lists the same codes).
 NOT_RETRIED = {
     2: "usage or configuration error (exit 2): nothing was changed, a retry cannot help",
-    3: "files failed for reasons no retry can mend (exit 3): see the report",
+    3: "files failed for reasons no retry can mend (exit 3): see the report {report}",
 }
 
 
@@ -289,7 +289,8 @@ class PageindexSparkSubmitOperator(SparkSubmitOperator):
         except ValueError as exc:
             raise AirflowFailException(f"invalid params: {exc}") from exc
         prefix = params.get("report_prefix") or self.report_prefix
-        report = report_path(prefix, dag_run.run_id, dag_run.run_after, ti.try_number, ti.map_index)
+        run_after = getattr(dag_run, "run_after", None) or dag_run.logical_date  # Airflow 2: no run_after
+        report = report_path(prefix, dag_run.run_id, run_after, ti.try_number, ti.map_index)
         self.log.info("report of this try: %s", report)
         # Set from scratch on every execute: the operator object may serve several runs in one process.
         self.application_args = [*args, "--report", report]
@@ -307,8 +308,8 @@ class PageindexSparkSubmitOperator(SparkSubmitOperator):
             code = getattr(getattr(hook, "_submit_sp", None), "returncode", None)
             if code in NOT_RETRIED:
                 summary = job_summary(getattr(hook, "_last_submit_log_lines", ()))
-                raise AirflowFailException(f"pageindex job: {NOT_RETRIED[code]}; not retrying. "
-                                           f"Report: {report}\n{summary}") from exc
+                raise AirflowFailException(f"pageindex job: {NOT_RETRIED[code].format(report=report)}; "
+                                           f"not retrying.\n{summary}") from exc
             raise
 
     @property

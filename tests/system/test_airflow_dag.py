@@ -14,6 +14,7 @@ pyspark package's spark-submit (local[2]).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -107,6 +108,11 @@ def run_date_dir(run: dict) -> str:
     return "run_date=" + run["run_after"][:10]
 
 
+def safe(run_id: str) -> str:
+    """The run id as the report's file name has it (the run ids here have single ':' and '+')."""
+    return run_id.replace(":", "_").replace("+", "_")
+
+
 @pytest.fixture(scope="module")
 def airflow_python() -> Path:
     return AIRFLOW_VENV.ensure()
@@ -198,8 +204,7 @@ def test_run_without_logical_date_takes_variables_at_run_time(fake):
     assert argv[app + 1:] == ["--input", "/data/events", "--in-place", "--max-failures", "2",
                               "--target-task-bytes", "256m", "--progress-seconds", "60", "--report", report]
     # its own file: under the run's date, named by the run id (made path-safe) and the try
-    safe_id = run["run_id"].replace(":", "_").replace("+", "_")
-    assert report == f"{fake['reports']}/{run_date_dir(run)}/{safe_id}-try1.parquet"
+    assert report == f"{fake['reports']}/{run_date_dir(run)}/{safe(run['run_id'])}-try1.parquet"
 
 
 def test_exit_1_is_retried_2_and_3_fail_at_once_with_the_summary(fake):
@@ -274,15 +279,12 @@ WORKER_ENV = {"env_vars": {"PYSPARK_PYTHON": sys.executable}}
 
 
 @pytest.mark.spark
-def test_real_job_runs_retries_and_mapping(airflow_python, tmp_path):
-    """Two nights over the same files keep two reports; a corrupt file fails the task without a
-    retry (exit 3); over two roots, the one with a usage error (exit 2) fails alone."""
+def test_real_job_nights_and_mapped_roots(airflow_python, tmp_path):
+    """Two nights with no logical date over the same files keep two reports; over two roots, the
+    one with a usage error (exit 2) fails at once, alone."""
     good, other = tmp_path / "data" / "good" / "part-0.parquet", tmp_path / "data" / "other" / "part-0.parquet"
     _indexless(good)
     _indexless(other)
-    corrupt = tmp_path / "data" / "corrupt" / "part-0.parquet"
-    corrupt.parent.mkdir(parents=True)
-    corrupt.write_bytes(good.read_bytes()[:3000] + b"PAR1")
     prefix = tmp_path / "reports"
     variables = {"pageindex_report_prefix": str(prefix),
                  "pageindex_backfill_params": {"input_paths": [str(good.parent)], **WORKER_ENV},
@@ -293,35 +295,46 @@ def test_real_job_runs_retries_and_mapping(airflow_python, tmp_path):
         dict(dag_id=TABLES_DAG_ID, run_after="2026-06-03T02:00:00+00:00", variables=variables,
              conf={"targets": [{"input_paths": [str(other.parent)]},
                                {"input_paths": [str(good.parent)], "extra_args": ["--truncate-length", "0"]}]}),
-        dict(dag_id=DAG_ID, run_after="2026-06-04T02:00:00+00:00", variables=variables,
-             conf={"input_paths": [str(corrupt.parent)]}),
     ]
     result, logs = real_runs(airflow_python, tmp_path / "work", runs)
-    first, second, mapped, broken = result["runs"]
+    first, second, mapped = result["runs"]
 
-    # two nights, no logical date: both succeed, each with its own report
     assert first["logical_date"] is None and second["logical_date"] is None
     assert states(first) == states(second) == {("retrofit", -1): ("success", 1)}, logs[:2]
     assert _has_index(good)
-    night1, night2 = (f"{run_date_dir(r)}/{r['run_id'].replace(':', '_').replace('+', '_')}-try1.parquet"
-                      for r in (first, second))
+    night1, night2 = (f"{run_date_dir(r)}/{safe(r['run_id'])}-try1.parquet" for r in (first, second))
     assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night1).to_pylist()] == [
         (str(good), "indexed")]
     assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night2).to_pylist()] == [
         (str(good), "already_indexed")]
 
-    # mapped: the root with a usage error fails at once; the other is indexed all the same
     assert states(mapped) == {("targets", -1): ("success", 1), ("retrofit", 0): ("success", 1),
                               ("retrofit", 1): ("failed", 1)}, logs[2][-6000:]
+    assert "usage or configuration error (exit 2)" in logs[2]
     assert _has_index(other)
     assert [r for r in reports(prefix) if r.startswith(run_date_dir(mapped))] == [
-        f"{run_date_dir(mapped)}/{mapped['run_id'].replace(':', '_').replace('+', '_')}-map0-try1.parquet"]
+        f"{run_date_dir(mapped)}/{safe(mapped['run_id'])}-map0-try1.parquet"]
 
-    # a corrupt file: the job exits 3, the task fails on its first try, never up_for_retry
+
+@pytest.mark.spark
+@pytest.mark.xfail(importlib.util.find_spec("pageindex.job.config") is None, strict=True,
+                   reason="the job exits 3 for unmendable files from pageindex.job.config's version on; "
+                          "before it, a corrupt file exits 1 and is retried")
+def test_real_job_corrupt_file_fails_without_retry(airflow_python, tmp_path):
+    """A corrupt file: the job exits 3, the task fails on its first try, never up_for_retry, with
+    the job's summary in its error."""
+    corrupt = tmp_path / "data" / "part-0.parquet"
+    _indexless(corrupt)
+    corrupt.write_bytes(corrupt.read_bytes()[:3000] + b"PAR1")
+    prefix = tmp_path / "reports"
+    runs = [dict(dag_id=DAG_ID, run_after="2026-06-04T02:00:00+00:00", conf={"input_paths": [str(corrupt.parent)]},
+                 variables={"pageindex_report_prefix": str(prefix), "pageindex_backfill_params": WORKER_ENV})]
+    result, logs = real_runs(airflow_python, tmp_path / "work", runs)
+    [broken] = result["runs"]
     assert broken["waited"] is None, broken
-    assert states(broken) == {("retrofit", -1): ("failed", 1)}, logs[3][-6000:]
-    assert "no retry can mend (exit 3)" in logs[3] and "pageindex job: 1 files" in logs[3]
-    [row] = pq.read_table(next(prefix.glob(f"{run_date_dir(broken)}/*-try1.parquet"))).to_pylist()
+    assert states(broken) == {("retrofit", -1): ("failed", 1)}, logs[0][-6000:]
+    assert "no retry can mend (exit 3)" in logs[0] and "pageindex job: 1 files" in logs[0]
+    [row] = pq.read_table(prefix / run_date_dir(broken) / f"{safe(broken['run_id'])}-try1.parquet").to_pylist()
     assert (row["path"], row["status"], row["retryable"]) == (str(corrupt), "failed", False)
 
 
