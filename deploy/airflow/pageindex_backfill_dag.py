@@ -29,6 +29,7 @@ import copy
 import json
 import os
 import re
+from collections import deque
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -69,6 +70,8 @@ NOT_RETRIED = {
     2: "usage or configuration error (exit 2): nothing was changed, a retry cannot help",
     3: "files failed for reasons no retry can mend (exit 3): see the report {report}",
 }
+
+SUMMARY_LINES = 300
 
 
 def _jinja_str(value: str) -> str:
@@ -298,7 +301,9 @@ class PageindexSparkSubmitOperator(SparkSubmitOperator):
         self.env_vars = {str(k): str(v) for k, v in (params.get("env_vars") or {}).items()} or None
         self._yarn_queue = params.get("yarn_queue") or None
         self.name = f"pageindex-{safe_name(dag_run.run_id)}" + (f"-{ti.map_index}" if ti.map_index >= 0 else "")
-        self._hook = None
+        self._hook = self._get_hook()
+        # spark-submit's output tail, for the job's summary in a failure's message (the hook keeps 20 lines)
+        self._hook._last_submit_log_lines = deque(self._hook._last_submit_log_lines, maxlen=SUMMARY_LINES)
         try:
             return super().execute(context)
         except AirflowException as exc:

@@ -77,7 +77,8 @@ def test_spark_reads_many_nights_reports_together(spark, tmp_path):
     assert main(["--input", str(data / "night2"), "--in-place", "--max-failures", "1",
                  "--report", str(night2)], spark=spark) == 0
     night3 = reports / "run_date=2026-06-03" / "r3-try1.parquet"
-    write_report([], str(night3), {})
+    (data / "night3").mkdir()
+    assert main(["--input", str(data / "night3"), "--in-place", "--report", str(night3)], spark=spark) == 0
     indexed = {**failed_record(InputFile("s3://b/t/p=1/d.parquet", 100, "p=1/d.parquet"), None, ""),
                "status": Status.INDEXED, "bytes_out": 120, "table_version": 7_300_000_000_000_000_001,
                "notes": ["bloom filter: column b not in this file"]}

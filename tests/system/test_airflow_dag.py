@@ -45,7 +45,8 @@ AIRFLOW_VENV = SideVenv(Path(os.environ.get("PAGEINDEX_AIRFLOW_VENV", REPO_ROOT 
 # The first test pays for the install; pytest's default per-test timeout (600 s) is too tight for that.
 pytestmark = [pytest.mark.timeout(INSTALL_TIMEOUT_S + 600), pytest.mark.slow, pytest.mark.airflow]
 
-# Exits with the code of --conf spark.fake.exit=N (default 0) after printing a job-like summary;
+# Exits with the code of --conf spark.fake.exit=N (default 0) after printing a job-like summary
+# (longer than the 20 lines of output the provider's hook keeps for a failure's message);
 # appends its arguments, tab-separated, one line per call, to $FAKE_SPARK_LOG.
 FAKE_SPARK_SUBMIT = r"""#!/bin/sh
 for a in "$@"; do printf '%s\t' "$a"; done >> "$FAKE_SPARK_LOG"
@@ -55,6 +56,9 @@ for a in "$@"; do case "$a" in spark.fake.exit=*) code="${a#spark.fake.exit=}" ;
 echo "pageindex job: 2 files in 0.5s"
 echo "  failed                  1 files        4.0 KiB"
 echo "  failures by reason:"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do
+    echo "         1  failed: reason $i"
+done
 echo "         1  failed: NotParquetError: bad magic"
 exit "$code"
 """
@@ -215,7 +219,10 @@ def test_exit_1_is_retried_2_and_3_fail_at_once_with_the_summary(fake):
     usage_log, unmendable_log = fake["logs"][2:4]
     assert "usage or configuration error (exit 2)" in usage_log and "not retrying" in usage_log
     assert "no retry can mend (exit 3)" in unmendable_log
-    assert "AirflowFailException" in unmendable_log and "1  failed: NotParquetError: bad magic" in unmendable_log
+    # the job's whole summary is in the task's error, not only in the lines logged before it
+    summary = "not retrying.\npageindex job: 2 files in 0.5s\nfailed                  1 files        4.0 KiB"
+    assert "AirflowFailException" in unmendable_log and summary in unmendable_log
+    assert "reason 25\n1  failed: NotParquetError: bad magic" in unmendable_log
     assert "AirflowFailException" not in fake["logs"][1]
 
 
