@@ -133,7 +133,8 @@ def _fake_runs(tmp: Path) -> list[dict]:
     return [
         # 0: scheduled-like run: everything from Variables, read when the task runs
         dict(dag_id=DAG_ID, run_after="2026-06-01T02:00:00+00:00", conf=None,
-             variables={**prefix, "pageindex_backfill_params": FAKE_VARIABLE}),
+             variables={**prefix, "pageindex_backfill_params": FAKE_VARIABLE,
+                        "pageindex_py_files": "s3://artifacts/pageindex/pageindex.zip"}),
         # 1-3: the job's exit codes 1 (retried), 2 and 3 (failed at once)
         *(dict(dag_id=DAG_ID, run_after=f"2026-06-0{2 + i}T02:00:00+00:00", variables=prefix,
                conf={"table": "db.events", "spark_conf": {"spark.fake.exit": str(code)}})
@@ -203,6 +204,7 @@ def test_run_without_logical_date_takes_variables_at_run_time(fake):
     assert argv[:2] == ["--master", "local[2]"]
     assert _conf(argv) == {"spark.executor.memoryOverhead": "2g", "spark.executorEnv.PAGEINDEX_PROBE": "on"}
     assert argv[argv.index("--queue") + 1] == "etl"
+    assert argv[argv.index("--py-files") + 1] == "s3://artifacts/pageindex/pageindex.zip"
     app = argv.index("/opt/pageindex/jobs/retrofit_job.py")
     report = argv[-1]
     assert argv[app + 1:] == ["--input", "/data/events", "--in-place", "--max-failures", "2",
