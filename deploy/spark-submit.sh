@@ -9,6 +9,8 @@
 #   MASTER=yarn PAGEINDEX_SUBMIT_ARGS='--deploy-mode cluster --executor-memory 4g' \
 #       deploy/spark-submit.sh --table sales.orders --in-place --report s3://bucket/reports/today.parquet
 # To see the job's own help: deploy/spark-submit.sh -- --help
+# Before submitting jobs/retrofit_job.py, its arguments are checked here when $PYTHON can import
+# pageindex (this checkout's): --help and usage errors (exit 2) then need no zip and no JVM.
 #
 # What it does:
 #   1. builds deploy/build/pageindex.zip from the pageindex/ package (deterministic: sorted entries,
@@ -17,8 +19,9 @@
 #        spark-submit --master "${MASTER:-local[*]}" --py-files deploy/build/pageindex.zip \
 #            $PAGEINDEX_SUBMIT_ARGS jobs/retrofit_job.py JOB_ARGS...
 #      (exec, so the exit status is spark-submit's: in local and client deploy mode that is the job's
-#      own status, 0 ok, 1 more failures than --max-failures, 2 usage/configuration error; in cluster
-#      deploy mode spark-submit does not pass the job's code through: see the driver log).
+#      own status: 0 ok, 1 a failure a retry may mend, 2 usage/configuration error, 3 files no retry
+#      can mend; in cluster deploy mode spark-submit does not pass the job's code through: see the
+#      driver log).
 #
 # Environment:
 #   MASTER                 Spark master: local[*] (default), yarn, k8s://https://HOST:PORT, spark://...
@@ -107,6 +110,45 @@ else
 fi
 command -v "$python" >/dev/null 2>&1 || die "python not found: $python (set PYTHON)"
 
+app="${PAGEINDEX_APP:-$repo_root/jobs/retrofit_job.py}"
+
+# ------------------------------------------------------------------ check the job's arguments
+# Exit 100: this python cannot import pageindex (a thin client, say); the job checks them itself.
+check_job_args() {
+    PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$python" - "$@" <<'PY'
+import sys
+try:
+    from pageindex.job.config import check_argv
+except ImportError:
+    try:  # a checkout whose job has no check_argv yet: its parser answers --help and usage errors
+        from pageindex.job.spark import parser
+    except ImportError:
+        sys.exit(100)
+    def check_argv(argv):
+        parser().parse_args(argv)
+        return 0
+sys.exit(check_argv(sys.argv[1:]))
+PY
+}
+
+case "$app" in
+    */retrofit_job.py)
+        if [ "$dry_build" != 1 ]; then
+            status=0
+            check_job_args "$@" || status=$?
+            case "$status" in
+                0)
+                    for arg in "$@"; do
+                        case "$arg" in -h | --help) exit 0 ;; esac  # the help is printed
+                    done
+                    ;;
+                100) ;;
+                *) exit "$status" ;;
+            esac
+        fi
+        ;;
+esac
+
 # ------------------------------------------------------------------ build the zip
 build_dir="$script_dir/build"
 zip_path="$build_dir/pageindex.zip"
@@ -152,7 +194,6 @@ print(f"built {zip_path} ({len(entries)} files, sha256 {digest})", file=sys.stde
 PY
 
 # ------------------------------------------------------------------ assemble the command
-app="${PAGEINDEX_APP:-$repo_root/jobs/retrofit_job.py}"
 py_files="${PAGEINDEX_PY_FILES:-$zip_path}"
 master="${MASTER:-local[*]}"
 

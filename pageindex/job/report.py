@@ -1,6 +1,5 @@
-"""Report: the job's per-file records written as JSON lines or Parquet, and the end summary.
-
-Files and bytes per status, pages indexed, failures grouped by reason, throughput.
+"""Report: the job's per-file records written as JSON lines or Parquet (one declared schema), and
+the end summary: files and bytes per status, pages indexed, failures grouped by reason, throughput.
 """
 from __future__ import annotations
 
@@ -19,19 +18,61 @@ WRITTEN = (Status.INDEXED, Status.DRY_RUN, Status.REPAIRED, Status.REPAIR_NEEDED
 FAILURES = (Status.FAILED, Status.CHANGED)
 # Record fields that count chunks by reason: a JSON text column in a Parquet report.
 COUNTED_REASONS = ("without_column_index_reasons", "page_stats_fallback_reasons")
+# Record fields that list messages: a JSON text column in a Parquet report.
+LISTS = ("violations", "notes")
+
+# The Parquet report's columns, declared once. Every report has all of them with these types, whatever
+# its records hold: a column of nulls keeps its type and a run over no file writes them too, so an
+# engine reads many nights' reports as one table (Spark refuses a column typed null in one file and
+# int64 in another). Keys a record may lack get their default below.
+REPORT_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("output", pa.string()),
+    ("status", pa.string()),
+    ("reason", pa.string()),
+    ("bytes_in", pa.int64()),
+    ("bytes_out", pa.int64()),
+    ("row_groups", pa.int64()),
+    ("pages", pa.int64()),
+    ("chunks_with_column_index", pa.int64()),
+    ("chunks_without_column_index", pa.int64()),
+    ("chunks_from_page_stats", pa.int64()),
+    ("bloom_filters", pa.int64()),
+    ("without_column_index_reasons", pa.string()),  # JSON object: reason -> chunks
+    ("violations", pa.string()),  # JSON list of strings
+    ("bytes_read", pa.int64()),
+    ("seconds", pa.float64()),
+    ("index_bytes_read", pa.int64()),
+    ("copy_bytes_read", pa.int64()),
+    ("no_page_skipping", pa.string()),
+    ("page_stats_fallback_reasons", pa.string()),  # JSON object: reason -> chunks
+    ("table_version", pa.int64()),  # the Delta version or Iceberg snapshot that replaced the file
+    ("retryable", pa.bool_()),  # a failure a retry may mend
+    ("notes", pa.string()),  # JSON list of strings
+])
+DEFAULTS: dict[str, Any] = {"table_version": None, "retryable": False, "notes": []}
+
+
+def report_table(records: list[dict[str, Any]]) -> pa.Table:
+    """The records as a table of REPORT_SCHEMA, JSON text where a field is a mapping or a list."""
+    rows = []
+    for r in records:
+        row = {**DEFAULTS, **r}
+        row.update({key: json.dumps(row[key], sort_keys=True) for key in COUNTED_REASONS + LISTS})
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=REPORT_SCHEMA)
 
 
 def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
-    """Parquet when the path ends in .parquet, JSON lines otherwise."""
+    """Parquet (REPORT_SCHEMA) when the path ends in .parquet, JSON lines (the records) otherwise."""
     fs, path = resolve(url, storage_options=storage_options)
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
     if parent and not fs.exists(parent):
         fs.makedirs(parent, exist_ok=True)
     if path.endswith(".parquet"):
-        rows = [{**r, **{key: json.dumps(r[key], sort_keys=True) for key in COUNTED_REASONS},
-                 "violations": json.dumps(r.get("violations", []))} for r in records]
+        table = report_table(records)
         with fs.open(path, "wb") as out:
-            pq.write_table(pa.Table.from_pylist(rows), out)
+            pq.write_table(table, out)
         return
     with fs.open(path, "w") as out:
         for r in records:

@@ -1,29 +1,36 @@
-"""The Airflow DAG in deploy/airflow: it loads, is configured as documented, and drives spark-submit.
+"""The DAGs in deploy/airflow under a real Airflow 3: `dag.test()` runs with no logical date, the
+job's exit codes decide retries, each try keeps its own report, mapping over sources isolates them.
 
 Airflow is far too heavy (and too tightly pinned) to share .venv, so it lives in its own venv,
-`.venv-airflow` at the repo root, created here on first use and reused while its stamp file matches the
-pins below (about 1m45s to install from scratch with an empty pip cache on a 2-core machine). The checks
-run in a subprocess with that venv's python; a failed install fails the tests, it does not skip them.
+`.venv-airflow` at the repo root, created on first use and reused while its stamp matches the pins
+below (about 1-2 min to install). The runs happen in a subprocess with that venv's python
+(tests/helpers/airflow_dag_runner.py) on a SQLite metadata database in a temporary AIRFLOW_HOME; a
+failed install fails the tests, it does not skip them. Set PAGEINDEX_AIRFLOW_VENV to use another
+location.
 
-Set PAGEINDEX_AIRFLOW_VENV to use another location.
+Two kinds of runs: against a stand-in spark-submit that exits with the code its --conf asks for
+(the DAG's side of the contract, no JVM), and against the real jobs/retrofit_job.py through the
+pyspark package's spark-submit (local[2]).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers.paths import REPO_ROOT
+from tests.helpers.paths import HELPERS_DIR, REPO_ROOT
 from tests.helpers.side_venv import SideVenv
 
 DAG_DIR = REPO_ROOT / "deploy" / "airflow"
-DAG_ID = "pageindex_backfill"
+DAG_ID, TABLES_DAG_ID = "pageindex_backfill", "pageindex_backfill_tables"
+RUNNER = HELPERS_DIR / "airflow_dag_runner.py"
 
 AIRFLOW_VERSION = "3.3.2"
 SPARK_PROVIDER_VERSION = "6.3.4"
@@ -36,332 +43,311 @@ AIRFLOW_VENV = SideVenv(Path(os.environ.get("PAGEINDEX_AIRFLOW_VENV", REPO_ROOT 
                         "airflow", INSTALL_TIMEOUT_S)
 
 # The first test pays for the install; pytest's default per-test timeout (600 s) is too tight for that.
-# Every test runs Airflow in its own virtualenv, in a subprocess.
-pytestmark = [pytest.mark.timeout(INSTALL_TIMEOUT_S + 300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(INSTALL_TIMEOUT_S + 600), pytest.mark.slow, pytest.mark.airflow]
 
-
-def ensure_airflow_venv() -> Path:
-    """Create or reuse .venv-airflow; pytest.fail (never skip) when the install fails."""
-    return AIRFLOW_VENV.ensure()
-
-
-# Runs inside .venv-airflow. argv: mode ("inspect" or "e2e"), output JSON path.
-CHECK_SCRIPT = textwrap.dedent(r'''
-    import json, os, sys, traceback
-    from datetime import timedelta
-
-    mode, out_path = sys.argv[1], sys.argv[2]
-    result = {}
-
-    import airflow
-    result["airflow_version"] = airflow.__version__
-    try:
-        from airflow.dag_processing.dagbag import DagBag
-    except ImportError:
-        from airflow.models.dagbag import DagBag
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    try:
-        from airflow.sdk.exceptions import AirflowException, AirflowFailException
-    except ImportError:
-        from airflow.exceptions import AirflowException, AirflowFailException
-
-    bag = DagBag(dag_folder=os.environ["DAG_DIR"])
-    result["import_errors"] = {str(k): str(v) for k, v in bag.import_errors.items()}
-    result["dag_ids"] = sorted(bag.dags)
-    dag = bag.dags.get(os.environ["DAG_ID"])
-
-    class _Values:  # stands in for the `var` template accessor: every Variable is unset
-        @staticmethod
-        def get(name, default=None):
-            return default
-
-    class _Var:
-        value = _Values
-
-    def context_for(**overrides):
-        params = dict(dag.params.dump())
-        params.update(overrides)
-        return {"ds": "2025-06-01", "params": params, "var": _Var}
-
-    def fresh_task():
-        # a new copy per scenario: execute() extends application_args
-        return dag.partial_subset(task_ids=["retrofit"], include_upstream=False).get_task("retrofit")
-
-    def run_task(ctx):
-        task = fresh_task()
-        task.render_template_fields(ctx)
-        try:
-            task.execute(ctx)
-            return {"outcome": "ok"}
-        except AirflowFailException as exc:
-            return {"outcome": "fail_no_retry", "message": str(exc)}
-        except AirflowException as exc:
-            return {"outcome": "fail_retry", "message": str(exc)}
-
-    def run_fake(exit_code, **params):
-        argv_file = os.environ["FAKE_SPARK_ARGV"]
-        if os.path.exists(argv_file):
-            os.remove(argv_file)
-        os.environ["FAKE_SPARK_EXIT"] = str(exit_code)
-        res = run_task(context_for(**params))
-        res["argv"] = open(argv_file).read().splitlines() if os.path.exists(argv_file) else None
-        return res
-
-    if dag is not None and mode == "inspect":
-        task = dag.get_task("retrofit")
-        result["task_ids"] = sorted(dag.task_ids)
-        result["is_spark_submit"] = isinstance(task, SparkSubmitOperator)
-        result["application"] = task.application
-        result["py_files"] = task.py_files
-        result["application_args"] = list(task.application_args)
-        result["conn_id"] = getattr(task, "_conn_id", None)
-        result["retries"] = task.retries
-        result["retry_delay_s"] = task.retry_delay.total_seconds()
-        result["retry_exponential_backoff"] = float(task.retry_exponential_backoff)
-        result["max_retry_delay_s"] = (task.max_retry_delay.total_seconds()
-                                       if isinstance(task.max_retry_delay, timedelta) else task.max_retry_delay)
-        result["execution_timeout_s"] = task.execution_timeout.total_seconds() if task.execution_timeout else None
-        result["max_active_runs"] = dag.max_active_runs
-        result["catchup"] = dag.catchup
-        result["tags"] = sorted(dag.tags)
-        result["has_doc_md"] = bool(dag.doc_md) and "exit" in dag.doc_md.lower()
-        result["param_defaults"] = dict(dag.params.dump())
-
-        rendered = fresh_task()
-        rendered.render_template_fields(context_for(report_prefix="s3://reports-bucket/pi/"))
-        result["rendered"] = {"application": rendered.application, "py_files": rendered.py_files,
-                              "name": rendered.name, "application_args": list(rendered.application_args)}
-
-        params_to_args = sys.modules[type(task).__module__].params_to_args
-        cases = {
-            "inputs_in_place": dict(input_paths=["s3://b/t/", "s3a://b/u/*.parquet"], in_place=True),
-            "table_output": dict(table="db.t", in_place=False, output_dir="s3://b/out", copy_unchanged=True,
-                                 dry_run=True, force=True, s3_endpoint_url="http://127.0.0.1:9000",
-                                 extra_args=["--truncate-length", "16"]),
-            "both_sources": dict(input_paths=["/a"], table="db.t", in_place=True),
-            "no_source": dict(in_place=True),
-            "both_modes": dict(table="db.t", in_place=True, output_dir="/o"),
-            "no_mode": dict(table="db.t", in_place=False),
-            "copy_unchanged_in_place": dict(table="db.t", in_place=True, copy_unchanged=True),
-            "delta_table": dict(delta_table="s3://b/lake/t", in_place=True, commit_batch_files=50),
-            "iceberg_table": dict(iceberg_table="prod.db.t", in_place=True),
-            "delta_output": dict(delta_table="/t", in_place=False, output_dir="/o"),
-            "iceberg_not_in_place": dict(iceberg_table="prod.db.t", in_place=False),
-            "two_tables": dict(delta_table="/t", iceberg_table="prod.db.t", in_place=True),
-        }
-        result["params_to_args"] = {}
-        for name, overrides in cases.items():
-            params = dict(dag.params.dump())
-            params.update(overrides)
-            try:
-                result["params_to_args"][name] = params_to_args(params)
-            except ValueError as exc:
-                result["params_to_args"][name] = "ValueError: " + str(exc)
-
-        result["fake"] = {
-            "ok": run_fake(0, input_paths=["s3://b/t/", "s3://b/u/"], max_failures=3),
-            "too_many_failures": run_fake(1, table="db.t"),
-            "usage_error": run_fake(2, table="db.t"),
-            "bad_params": run_fake(0),
-        }
-
-        try:
-            from airflow.serialization.serialized_objects import DagSerialization as _Ser
-        except ImportError:
-            from airflow.serialization.serialized_objects import SerializedDAG as _Ser
-        try:
-            data = _Ser.to_dict(dag)
-            back = _Ser.from_dict(json.loads(json.dumps(data)))
-            result["serialized_task_ids"] = sorted(back.task_ids)
-        except Exception:
-            result["serialized_task_ids"] = traceback.format_exc()
-
-    if dag is not None and mode == "e2e":  # E2E_RUNS: a JSON list of param overrides, one task run each
-        result["runs"] = [run_task(context_for(**params)) for params in json.loads(os.environ["E2E_RUNS"])]
-
-    with open(out_path, "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
-''')
-
-FAKE_SPARK_SUBMIT = """#!/bin/sh
-printf '%s\\n' "$@" > "$FAKE_SPARK_ARGV"
-exit "${FAKE_SPARK_EXIT:-0}"
+# Exits with the code of --conf spark.fake.exit=N (default 0) after printing a job-like summary
+# (longer than the 20 lines of output the provider's hook keeps for a failure's message);
+# appends its arguments, tab-separated, one line per call, to $FAKE_SPARK_LOG.
+FAKE_SPARK_SUBMIT = r"""#!/bin/sh
+for a in "$@"; do printf '%s\t' "$a"; done >> "$FAKE_SPARK_LOG"
+echo >> "$FAKE_SPARK_LOG"
+code=0
+for a in "$@"; do case "$a" in spark.fake.exit=*) code="${a#spark.fake.exit=}" ;; esac; done
+echo "pageindex job: 2 files in 0.5s"
+echo "  failed                  1 files        4.0 KiB"
+echo "  failures by reason:"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do
+    echo "         1  failed: reason $i"
+done
+echo "         1  failed: NotParquetError: bad magic"
+exit "$code"
 """
 
 
-def run_check(python: Path, mode: str, workdir: Path, extra_env: dict[str, str]) -> dict:
-    home = workdir / "airflow-home"
-    home.mkdir(parents=True, exist_ok=True)
-    out = workdir / f"{mode}.json"
-    script = workdir / "check_dag.py"
-    script.write_text(CHECK_SCRIPT)
+def airflow_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PAGEINDEX_", "PYSPARK_"))}
     env.pop("VIRTUAL_ENV", None)
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAG_DIR),
-        "DAG_DIR": str(DAG_DIR),
-        "DAG_ID": DAG_ID,
-    })
-    env.update(extra_env)
-    proc = subprocess.run([str(python), str(script), mode, str(out)], check=False, cwd=workdir, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0 and out.exists(), f"DAG check ({mode}) failed:\n{proc.stdout[-6000:]}"
-    return json.loads(out.read_text())
+    env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__DAGS_FOLDER": str(DAG_DIR), "DAG_DIR": str(DAG_DIR),
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"})})
+    env.update(extra)
+    return env
+
+
+def run_dags(python: Path, workdir: Path, runs: list[dict], extra_env: dict[str, str]) -> tuple[dict, list[str]]:
+    """The runner's result for `runs` (dag.test each) on a fresh metadata database, and each run's
+    output (task logs included)."""
+    home = workdir / "airflow-home"
+    home.mkdir(parents=True)
+    env = airflow_env(home, extra_env)
+    airflow = str(python.parent / "airflow")
+    for cmd in ([airflow, "db", "migrate"], [airflow, "pools", "set", "pageindex", "2", "pageindex jobs"]):
+        proc = subprocess.run(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+    spec, out = workdir / "spec.json", workdir / "result.json"
+    spec.write_text(json.dumps({"runs": runs}))
+    proc = subprocess.run([str(python), str(RUNNER), str(spec), str(out)], env=env, cwd=workdir,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1200,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == 0 and out.exists(), f"dag runs failed:\n{proc.stdout[-8000:]}"
+    result = json.loads(out.read_text())
+    assert result["airflow_version"] == AIRFLOW_VERSION
+    assert result["import_errors"] == {}
+    logs = proc.stdout.split("RUN DONE ")[:-1]
+    assert len(logs) == len(runs) == len(result["runs"])
+    return result, logs
+
+
+def states(run: dict) -> dict[tuple[str, int], tuple[str, int]]:
+    """(task id, map index) -> (state, try number)."""
+    return {(t["task_id"], t["map_index"]): (t["state"], t["try_number"]) for t in run["tasks"]}
+
+
+def reports(prefix: Path) -> list[str]:
+    return sorted(p.relative_to(prefix).as_posix() for p in prefix.rglob("*.parquet"))
+
+
+def run_date_dir(run: dict) -> str:
+    return "run_date=" + run["run_after"][:10]
+
+
+def safe(run_id: str) -> str:
+    """The run id as the report's file name has it (the run ids here have single ':' and '+')."""
+    return run_id.replace(":", "_").replace("+", "_")
 
 
 @pytest.fixture(scope="module")
 def airflow_python() -> Path:
-    return ensure_airflow_venv()
+    return AIRFLOW_VENV.ensure()
+
+
+# ---------------------------------------------------------------- the DAGs' side, no JVM
+
+FAKE_VARIABLE = {"input_paths": ["/data/events"], "spark_conf": {"spark.executor.memoryOverhead": "2g"},
+                 "env_vars": {"PAGEINDEX_PROBE": "on"}, "max_failures": 2, "yarn_queue": "etl"}
+
+
+def _fake_runs(tmp: Path) -> list[dict]:
+    prefix = {"pageindex_report_prefix": str(tmp / "reports")}
+    return [
+        # 0: scheduled-like run: everything from Variables, read when the task runs
+        dict(dag_id=DAG_ID, run_after="2026-06-01T02:00:00+00:00", conf=None,
+             variables={**prefix, "pageindex_backfill_params": FAKE_VARIABLE,
+                        "pageindex_py_files": "s3://artifacts/pageindex/pageindex.zip"}),
+        # 1-3: the job's exit codes 1 (retried), 2 and 3 (failed at once)
+        *(dict(dag_id=DAG_ID, run_after=f"2026-06-0{2 + i}T02:00:00+00:00", variables=prefix,
+               conf={"table": "db.events", "spark_conf": {"spark.fake.exit": str(code)}})
+          for i, code in enumerate((1, 2, 3))),
+        # 4: params that cannot make a command line: failed at once, spark-submit never starts
+        dict(dag_id=DAG_ID, run_after="2026-06-05T02:00:00+00:00", variables=prefix,
+             conf={"table": "db.events", "in_place": False}),
+        # 5: many sources, one task each; the second fails (exit 2), the others do not care
+        dict(dag_id=TABLES_DAG_ID, run_after="2026-06-06T02:00:00+00:00", variables=prefix,
+             conf={"targets": [{"table": "db.a"}, {"table": "db.b", "spark_conf": {"spark.fake.exit": "2"}},
+                               {"input_paths": ["/data/c"], "max_failures": 5}]}),
+        # 6: a Variable naming a source the trigger replaces; a param the Variable gets wrong fails the run
+        dict(dag_id=DAG_ID, run_after="2026-06-07T02:00:00+00:00",
+             conf={"delta_table": "/lake/t"},
+             variables={**prefix, "pageindex_backfill_params": {"table": "db.x", "max_failures": -1}}),
+    ]
 
 
 @pytest.fixture(scope="module")
-def dag_info(airflow_python, tmp_path_factory) -> dict:
-    workdir = tmp_path_factory.mktemp("airflow-inspect")
-    fake_bin = workdir / "bin"
-    fake_bin.mkdir()
-    fake = fake_bin / "spark-submit"
-    fake.write_text(FAKE_SPARK_SUBMIT)
-    fake.chmod(0o755)
-    return run_check(airflow_python, "inspect", workdir, {
-        "PATH": f"{fake_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        "FAKE_SPARK_ARGV": str(workdir / "argv.txt"),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
-    })
+def fake(airflow_python, tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("airflow-fake")
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "spark-submit").write_text(FAKE_SPARK_SUBMIT)
+    (bin_dir / "spark-submit").chmod(0o755)
+    log = tmp / "spark-submit.log"
+    runs = _fake_runs(tmp)
+    result, logs = run_dags(airflow_python, tmp, runs, {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_SPARK_LOG": str(log),
+        "PAGEINDEX_POOL": "pageindex", "PAGEINDEX_QUEUE": "spark", "PAGEINDEX_PRIORITY_WEIGHT": "5"})
+    calls = [line.rstrip("\t").split("\t") for line in log.read_text().splitlines()] if log.exists() else []
+    for run, spec in zip(result["runs"], runs):
+        run["run_after"] = spec["run_after"]
+    return {"result": result, "logs": logs, "calls": calls, "reports": tmp / "reports"}
 
 
-def test_airflow_version(dag_info):
-    assert dag_info["airflow_version"] == AIRFLOW_VERSION
+def _calls_of(fake: dict, run: dict) -> list[list[str]]:
+    return [c for c in fake["calls"] if f"/{run_date_dir(run)}/" in c[c.index("--report") + 1]]
 
 
-def test_dag_loads_without_import_errors(dag_info):
-    assert dag_info["import_errors"] == {}
-    assert DAG_ID in dag_info["dag_ids"]
+def _conf(argv: list[str]) -> dict[str, str]:
+    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
 
 
-def test_dag_shape_and_retry_policy(dag_info):
-    assert dag_info["task_ids"] == ["retrofit"]
-    assert dag_info["is_spark_submit"]
-    assert dag_info["conn_id"] == "spark_default"
-    assert dag_info["retries"] == 2
-    assert dag_info["retry_delay_s"] == 600
-    assert dag_info["retry_exponential_backoff"] > 1  # a real multiplier; 1.0 (or True) means no backoff
-    assert dag_info["max_retry_delay_s"] == 3600
-    assert dag_info["execution_timeout_s"] and dag_info["execution_timeout_s"] > 0
-    assert dag_info["max_active_runs"] == 1
-    assert dag_info["catchup"] is False
-    assert "pageindex" in dag_info["tags"]
-    assert dag_info["has_doc_md"]
-    assert dag_info["serialized_task_ids"] == ["retrofit"]
+def test_dags_load_with_their_retry_policy_and_scheduling(fake):
+    dags = fake["result"]["dags"]
+    assert sorted(dags) == [DAG_ID, TABLES_DAG_ID]
+    single, tables = dags[DAG_ID], dags[TABLES_DAG_ID]
+    assert single["serialized_task_ids"] == ["retrofit"]
+    assert tables["serialized_task_ids"] == ["retrofit", "targets"]
+    assert tables["tasks"]["retrofit"]["is_mapped"]
+    for task in (single["tasks"]["retrofit"], tables["tasks"]["retrofit"]):
+        assert task["retries"] == 2 and task["retry_delay_s"] == 600 and task["max_retry_delay_s"] == 3600
+        assert task["retry_exponential_backoff"] > 1  # a real multiplier; 1.0 (or True) means no backoff
+        assert (task["pool"], task["queue"], task["priority_weight"]) == ("pageindex", "spark", 5)
+    for dag in (single, tables):
+        assert dag["max_active_runs"] == 1 and dag["catchup"] is False
+        assert "exit" in dag["doc_md"] and "{{" not in json.dumps(dag["params"])
+    assert {"spark_conf", "env_vars", "yarn_queue"} <= set(single["params"]) & set(tables["params"])
 
 
-def test_application_args_contain_templated_report_path(dag_info):
-    args = dag_info["application_args"]
-    report = args[args.index("--report") + 1]
-    assert "{{ ds }}" in report and report.endswith(".parquet")
-    assert args[args.index("--max-failures") + 1] == "{{ params.max_failures }}"
-    assert "var.value.get('pageindex_job_script'" in dag_info["application"]
-    assert "var.value.get('pageindex_py_files'" in dag_info["py_files"]
-
-    rendered = dag_info["rendered"]
-    r_args = rendered["application_args"]
-    assert r_args[r_args.index("--report") + 1] == "s3://reports-bucket/pi/2025-06-01.parquet"
-    assert r_args[r_args.index("--max-failures") + 1] == "0"
-    assert rendered["application"] == "/opt/pageindex/jobs/retrofit_job.py"
-    assert rendered["py_files"] == "/opt/pageindex/deploy/build/pageindex.zip"
-    assert rendered["name"] == "pageindex-backfill-2025-06-01"
-
-
-def test_params_to_args(dag_info):
-    cases = dag_info["params_to_args"]
-    assert cases["inputs_in_place"] == ["--input", "s3://b/t/", "s3a://b/u/*.parquet", "--in-place"]
-    assert cases["table_output"] == [
-        "--table", "db.t", "--output", "s3://b/out", "--copy-unchanged", "--dry-run", "--force",
-        "--s3-endpoint-url", "http://127.0.0.1:9000", "--truncate-length", "16"]
-    assert cases["delta_table"] == [
-        "--input", "s3://b/lake/t", "--table-format", "delta", "--in-place", "--commit-batch-files", "50"]
-    assert cases["iceberg_table"] == ["--iceberg-table", "prod.db.t", "--in-place"]
-    for bad in ("both_sources", "no_source", "both_modes", "no_mode", "copy_unchanged_in_place",
-                "delta_output", "iceberg_not_in_place", "two_tables"):
-        assert cases[bad].startswith("ValueError: "), (bad, cases[bad])
-
-
-def test_spark_submit_command_and_exit_codes(dag_info):
-    fake = dag_info["fake"]
-    ok = fake["ok"]
-    assert ok["outcome"] == "ok", ok
-    argv = ok["argv"]
-    assert argv[:2] == ["--master", "local[*]"]
-    assert argv[argv.index("--py-files") + 1] == "/opt/pageindex/deploy/build/pageindex.zip"
+def test_run_without_logical_date_takes_variables_at_run_time(fake):
+    run = fake["result"]["runs"][0]
+    assert run["logical_date"] is None
+    assert states(run) == {("retrofit", -1): ("success", 1)}
+    [argv] = _calls_of(fake, run)
+    assert argv[:2] == ["--master", "local[2]"]
+    assert _conf(argv) == {"spark.executor.memoryOverhead": "2g", "spark.executorEnv.PAGEINDEX_PROBE": "on"}
+    assert argv[argv.index("--queue") + 1] == "etl"
+    assert argv[argv.index("--py-files") + 1] == "s3://artifacts/pageindex/pageindex.zip"
     app = argv.index("/opt/pageindex/jobs/retrofit_job.py")
-    assert argv[app + 1:] == [
-        "--input", "s3://b/t/", "s3://b/u/", "--in-place",
-        "--report", "s3://bucket/pageindex/reports/2025-06-01.parquet",
-        "--max-failures", "3", "--target-task-bytes", "256m", "--progress-seconds", "60"]
-    # exit 1 (more failures than allowed): an ordinary failure, retried by Airflow
-    assert fake["too_many_failures"]["outcome"] == "fail_retry", fake["too_many_failures"]
-    # exit 2 (usage/configuration error) and bad params: failed without retries
-    assert fake["usage_error"]["outcome"] == "fail_no_retry", fake["usage_error"]
-    assert fake["bad_params"]["outcome"] == "fail_no_retry", fake["bad_params"]
-    assert fake["bad_params"]["argv"] is None  # spark-submit never started
+    report = argv[-1]
+    assert argv[app + 1:] == ["--input", "/data/events", "--in-place", "--max-failures", "2",
+                              "--target-task-bytes", "256m", "--progress-seconds", "60", "--report", report]
+    # its own file: under the run's date, named by the run id (made path-safe) and the try
+    assert report == f"{fake['reports']}/{run_date_dir(run)}/{safe(run['run_id'])}-try1.parquet"
 
 
-def _java_available() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    return bool(shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists()))
+def test_exit_1_is_retried_2_and_3_fail_at_once_with_the_summary(fake):
+    retried, usage, unmendable = fake["result"]["runs"][1:4]
+    assert states(retried) == {("retrofit", -1): ("up_for_retry", 1)}
+    assert states(usage) == {("retrofit", -1): ("failed", 1)} and usage["waited"] is None
+    assert states(unmendable) == {("retrofit", -1): ("failed", 1)} and unmendable["waited"] is None
+    usage_log, unmendable_log = fake["logs"][2:4]
+    assert "usage or configuration error (exit 2)" in usage_log and "not retrying" in usage_log
+    assert "no retry can mend (exit 3)" in unmendable_log
+    # the job's whole summary is in the task's error, not only in the lines logged before it
+    summary = "not retrying.\npageindex job: 2 files in 0.5s\nfailed                  1 files        4.0 KiB"
+    assert "AirflowFailException" in unmendable_log and summary in unmendable_log
+    assert "reason 25\n1  failed: NotParquetError: bad magic" in unmendable_log
+    assert "AirflowFailException" not in fake["logs"][1]
 
 
-def run_e2e(airflow_python: Path, workdir: Path, runs: list[dict], extra_env: dict[str, str] | None = None) -> list:
-    """Run the DAG's operator once per param overrides in `runs`, with a local[2] Spark connection
-    and the real jobs/retrofit_job.py; the task outcomes."""
-    if not _java_available():
-        pytest.fail("java is required (see `make check-java`)")
+def test_bad_params_fail_before_spark_submit(fake):
+    bad = fake["result"]["runs"][4]
+    assert states(bad) == {("retrofit", -1): ("failed", 1)}
+    assert not _calls_of(fake, bad)
+    assert "set in_place to true or give an output_dir" in fake["logs"][4]
+
+    variable_wrong = fake["result"]["runs"][6]
+    assert states(variable_wrong) == {("retrofit", -1): ("failed", 1)}
+    assert "Variable pageindex_backfill_params: param 'max_failures'" in fake["logs"][6]
+
+
+def test_mapped_sources_each_run_alone_with_their_own_report(fake):
+    run = fake["result"]["runs"][5]
+    assert states(run) == {("targets", -1): ("success", 1), ("retrofit", 0): ("success", 1),
+                           ("retrofit", 1): ("failed", 1), ("retrofit", 2): ("success", 1)}
+    calls = sorted(_calls_of(fake, run), key=lambda c: c[-1])
+    sources = [c[c.index("/opt/pageindex/jobs/retrofit_job.py") + 1:][:2] for c in calls]
+    assert sources == [["--table", "db.a"], ["--table", "db.b"], ["--input", "/data/c"]]
+    assert [c[-1].rsplit("/", 1)[1].split("-map")[1] for c in calls] == ["0-try1.parquet", "1-try1.parquet",
+                                                                         "2-try1.parquet"]
+    assert calls[2][calls[2].index("--max-failures") + 1] == "5"
+
+
+# ---------------------------------------------------------------- the real job through spark-submit
+
+def _indexless(path: Path, rows: int = 20_000) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"id": pa.array(range(rows), pa.int64()), "s": [f"v{i:05d}" for i in range(rows)]})
+    pq.write_table(table, path, write_page_index=False, data_page_size=2048)
+
+
+def _has_index(path: Path) -> bool:
+    meta = pq.ParquetFile(path).metadata
+    return all(meta.row_group(0).column(c).has_column_index for c in range(meta.num_columns))
+
+
+def real_runs(airflow_python: Path, workdir: Path, runs: list[dict], extra_env: dict[str, str] | None = None
+              ) -> tuple[dict, list[str]]:
+    """run_dags with the pyspark package's spark-submit and the real job (zip built first)."""
     build = subprocess.run(["bash", str(REPO_ROOT / "deploy" / "spark-submit.sh"), "--dry-build"], check=False,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     assert build.returncode == 0, build.stdout
     spark_bin = Path(sys.executable).parent  # .venv/bin: spark-submit from the pyspark package
     assert (spark_bin / "spark-submit").exists()
-    info = run_check(airflow_python, "e2e", workdir, {
+    result, logs = run_dags(airflow_python, workdir, runs, {
         "PATH": f"{spark_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "PAGEINDEX_JOB_SCRIPT": str(REPO_ROOT / "jobs" / "retrofit_job.py"),
         "PAGEINDEX_PY_FILES": str(REPO_ROOT / "deploy" / "build" / "pageindex.zip"),
-        "E2E_RUNS": json.dumps(runs),
-        **(extra_env or {}),
-    })
-    assert info["import_errors"] == {}
-    return info["runs"]
+        **(extra_env or {})})
+    for run, spec in zip(result["runs"], runs):
+        run["run_after"] = spec["run_after"]
+    return result, logs
+
+
+# The job's python reaches the driver and executors through the env_vars param (not the worker's
+# environment): PYSPARK_PYTHON unset, spark-submit would start python3 without pyarrow.
+WORKER_ENV = {"env_vars": {"PYSPARK_PYTHON": sys.executable}}
 
 
 @pytest.mark.spark
-def test_dag_runs_the_real_job_locally(airflow_python, tmp_path):
-    """The DAG's operator, with a local[2] Spark connection, runs jobs/retrofit_job.py on a real file."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def test_real_job_nights_and_mapped_roots(airflow_python, tmp_path):
+    """Two nights with no logical date over the same files keep two reports; over two roots, the
+    one with a usage error (exit 2) fails at once, alone."""
+    good, other = tmp_path / "data" / "good" / "part-0.parquet", tmp_path / "data" / "other" / "part-0.parquet"
+    _indexless(good)
+    _indexless(other)
+    prefix = tmp_path / "reports"
+    variables = {"pageindex_report_prefix": str(prefix),
+                 "pageindex_backfill_params": {"input_paths": [str(good.parent)], **WORKER_ENV},
+                 "pageindex_backfill_tables_params": WORKER_ENV}
+    runs = [
+        dict(dag_id=DAG_ID, run_after="2026-06-01T02:00:00+00:00", conf=None, variables=variables),
+        dict(dag_id=DAG_ID, run_after="2026-06-02T02:00:00+00:00", conf=None, variables=variables),
+        dict(dag_id=TABLES_DAG_ID, run_after="2026-06-03T02:00:00+00:00", variables=variables,
+             conf={"targets": [{"input_paths": [str(other.parent)]},
+                               {"input_paths": [str(good.parent)], "extra_args": ["--truncate-length", "0"]}]}),
+    ]
+    result, logs = real_runs(airflow_python, tmp_path / "work", runs)
+    first, second, mapped = result["runs"]
 
-    data = tmp_path / "data" / "dt=2025-06-01"
-    data.mkdir(parents=True)
-    table = pa.table({"id": pa.array(range(20_000), pa.int64()), "s": [f"v{i:05d}" for i in range(20_000)]})
-    pq.write_table(table, data / "part-0.parquet", write_page_index=False, data_page_size=2048)
-    assert pq.ParquetFile(data / "part-0.parquet").metadata.row_group(0).column(0).has_column_index is False
+    assert first["logical_date"] is None and second["logical_date"] is None
+    assert states(first) == states(second) == {("retrofit", -1): ("success", 1)}, logs[:2]
+    assert _has_index(good)
+    night1, night2 = (f"{run_date_dir(r)}/{safe(r['run_id'])}-try1.parquet" for r in (first, second))
+    assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night1).to_pylist()] == [
+        (str(good), "indexed")]
+    assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night2).to_pylist()] == [
+        (str(good), "already_indexed")]
 
-    reports = tmp_path / "reports"
-    [run] = run_e2e(airflow_python, tmp_path / "work", [
-        dict(input_paths=[str(tmp_path / "data")], in_place=True, report_prefix=str(reports))])
-    assert run["outcome"] == "ok", run
+    assert states(mapped) == {("targets", -1): ("success", 1), ("retrofit", 0): ("success", 1),
+                              ("retrofit", 1): ("failed", 1)}, logs[2][-6000:]
+    assert "usage or configuration error (exit 2)" in logs[2]
+    assert _has_index(other)
+    assert [r for r in reports(prefix) if r.startswith(run_date_dir(mapped))] == [
+        f"{run_date_dir(mapped)}/{safe(mapped['run_id'])}-map0-try1.parquet"]
 
-    report = pq.read_table(reports / "2025-06-01.parquet").to_pylist()
-    assert [(r["path"].rsplit("/", 1)[-1], r["status"]) for r in report] == [("part-0.parquet", "indexed")]
-    meta = pq.ParquetFile(data / "part-0.parquet").metadata
-    assert all(meta.row_group(0).column(c).has_column_index for c in range(meta.num_columns))
+
+@pytest.mark.spark
+@pytest.mark.xfail(importlib.util.find_spec("pageindex.job.config") is None, strict=True,
+                   reason="the job exits 3 for unmendable files from pageindex.job.config's version on; "
+                          "before it, a corrupt file exits 1 and is retried")
+def test_real_job_corrupt_file_fails_without_retry(airflow_python, tmp_path):
+    """A corrupt file: the job exits 3, the task fails on its first try, never up_for_retry, with
+    the job's summary in its error."""
+    corrupt = tmp_path / "data" / "part-0.parquet"
+    _indexless(corrupt)
+    corrupt.write_bytes(corrupt.read_bytes()[:3000] + b"PAR1")
+    prefix = tmp_path / "reports"
+    runs = [dict(dag_id=DAG_ID, run_after="2026-06-04T02:00:00+00:00", conf={"input_paths": [str(corrupt.parent)]},
+                 variables={"pageindex_report_prefix": str(prefix), "pageindex_backfill_params": WORKER_ENV})]
+    result, logs = real_runs(airflow_python, tmp_path / "work", runs)
+    [broken] = result["runs"]
+    assert broken["waited"] is None, broken
+    assert states(broken) == {("retrofit", -1): ("failed", 1)}, logs[0][-6000:]
+    assert "no retry can mend (exit 3)" in logs[0] and "pageindex job: 1 files" in logs[0]
+    [row] = pq.read_table(prefix / run_date_dir(broken) / f"{safe(broken['run_id'])}-try1.parquet").to_pylist()
+    assert (row["path"], row["status"], row["retryable"]) == (str(corrupt), "failed", False)
 
 
 def _lake_rows(first: int, n: int):
-    import pyarrow as pa
-
     return pa.table({"p": [("a", "b")[i % 2] for i in range(first, first + n)],
                      "id": pa.array(range(first, first + n), pa.int64())})
 
@@ -371,12 +357,11 @@ def _sorted_rows(table) -> list[tuple]:
 
 
 @pytest.mark.spark
-def test_dag_runs_the_real_job_on_lake_tables(airflow_python, tmp_path):
-    """delta_table and iceberg_table params: the operator's real job commits a new Delta version
-    and a new Iceberg snapshot of indexed copies, and both tables read back the same rows."""
+def test_real_job_maps_over_lake_tables(airflow_python, tmp_path):
+    """The tables DAG over a Delta table and an Iceberg table: each mapped task commits a new
+    version or snapshot of indexed copies, both tables read back the same rows."""
     deltalake = pytest.importorskip("deltalake")
     pytest.importorskip("pyiceberg")
-    import pyarrow.parquet as pq
     from pyiceberg.catalog.sql import SqlCatalog
 
     delta_root = str(tmp_path / "delta")
@@ -398,27 +383,28 @@ def test_dag_runs_the_real_job_on_lake_tables(airflow_python, tmp_path):
     iceberg_before = iceberg.current_snapshot().snapshot_id
     iceberg_rows = _sorted_rows(iceberg.scan().to_arrow())
 
-    reports = tmp_path / "reports"
-    runs = run_e2e(airflow_python, tmp_path / "work", [
-        dict(delta_table=delta_root, in_place=True, commit_batch_files=1, report_prefix=str(reports / "delta")),
-        dict(iceberg_table="lake.db.t", in_place=True, report_prefix=str(reports / "iceberg")),
-    ], {f"PYICEBERG_CATALOG__LAKE__{k.upper()}": v for k, v in settings.items()})
-    assert [r["outcome"] for r in runs] == ["ok", "ok"], runs
+    prefix = tmp_path / "reports"
+    runs = [dict(dag_id=TABLES_DAG_ID, run_after="2026-06-01T02:00:00+00:00",
+                 variables={"pageindex_report_prefix": str(prefix), "pageindex_backfill_tables_params": WORKER_ENV},
+                 conf={"targets": [{"delta_table": delta_root, "commit_batch_files": 1},
+                                   {"iceberg_table": "lake.db.t"}]})]
+    result, logs = real_runs(airflow_python, tmp_path / "work", runs,
+                             {f"PYICEBERG_CATALOG__LAKE__{k.upper()}": v for k, v in settings.items()})
+    [run] = result["runs"]
+    assert states(run) == {("targets", -1): ("success", 1), ("retrofit", 0): ("success", 1),
+                           ("retrofit", 1): ("success", 1)}, logs[0][-6000:]
 
     delta_after = deltalake.DeltaTable(delta_root)
     ours = list(range(delta_before.version() + 1, delta_before.version() + 1 + files))  # a commit per file
     assert delta_after.version() == ours[-1]
     assert all(".pageindex-" in uri for uri in delta_after.file_uris())
-    assert all(h["pageindex"]["version"] for h in delta_after.history(files))
     assert _sorted_rows(delta_after.to_pyarrow_table()) == delta_rows
-    report = pq.read_table(reports / "delta" / "2025-06-01.parquet").to_pylist()
-    assert sorted(r["table_version"] for r in report) == ours
+    [delta_report] = prefix.glob("run_date=2026-06-01/*-map0-try1.parquet")
+    assert sorted(r["table_version"] for r in pq.read_table(delta_report).to_pylist()) == ours
 
     iceberg = catalog.load_table("db.t")
     snapshot = iceberg.current_snapshot()
     assert snapshot.snapshot_id != iceberg_before and snapshot.summary["pageindex"]
-    assert all(".pageindex-" in task.file.file_path for task in iceberg.scan().plan_files())
     assert _sorted_rows(iceberg.scan().to_arrow()) == iceberg_rows
-    assert _sorted_rows(iceberg.scan(snapshot_id=iceberg_before).to_arrow()) == iceberg_rows
-    report = pq.read_table(reports / "iceberg" / "2025-06-01.parquet").to_pylist()
-    assert {r["table_version"] for r in report} == {snapshot.snapshot_id}
+    [iceberg_report] = prefix.glob("run_date=2026-06-01/*-map1-try1.parquet")
+    assert {r["table_version"] for r in pq.read_table(iceberg_report).to_pylist()} == {snapshot.snapshot_id}

@@ -83,8 +83,37 @@ def test_dry_build_prints_the_spark_submit_command():
 def test_usage_errors_exit_2():
     proc = wrapper("--dry-build", env={"PAGEINDEX_SUBMIT_ARGS": "--conf 'unbalanced"})
     assert proc.returncode == 2 and "PAGEINDEX_SUBMIT_ARGS" in proc.stderr
-    proc = wrapper("--input", "/x", "--in-place", env={"PAGEINDEX_APP": "/nonexistent/job.py"})
+    proc = wrapper("--input", "/x", "--in-place", env={"PAGEINDEX_APP": "/nonexistent/job.py", "PYTHON": sys.executable})
     assert proc.returncode == 2 and "application not found" in proc.stderr
+
+
+def _no_submit_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """PYTHON with pageindex importable, and a spark-submit that only leaves a mark if started."""
+    mark = tmp_path / "spark-submit-started"
+    fake = tmp_path / "spark-submit"
+    fake.write_text(f"#!/bin/sh\ntouch {mark}\n")
+    fake.chmod(0o755)
+    return {"PYTHON": sys.executable, "SPARK_SUBMIT": str(fake)}, mark
+
+
+def test_job_help_builds_nothing_and_starts_no_jvm(tmp_path):
+    env, mark = _no_submit_env(tmp_path)
+    proc = wrapper("--", "--help", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for option in ("--input", "--table", "--in-place", "--report", "--max-failures"):
+        assert option in proc.stdout, option
+    assert "built " not in proc.stderr  # the zip is not built
+    assert not mark.exists()
+
+
+def test_job_usage_error_found_before_spark_submit(tmp_path):
+    env, mark = _no_submit_env(tmp_path)
+    proc = wrapper("--in-place", "--report", str(tmp_path / "r.parquet"), env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "error:" in last and "--input" in last, proc.stderr
+    assert "built " not in proc.stderr
+    assert not mark.exists()
 
 
 def test_help_names_executor_requirements():

@@ -1,0 +1,100 @@
+"""The job's report (pageindex.job.report): one declared Parquet schema, whatever the records hold,
+so many nights' reports read back as one table in pyarrow and in Spark."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pageindex.io.discovery import InputFile
+from pageindex.job.process import failed_record
+from pageindex.job.report import REPORT_SCHEMA, write_report
+from pageindex.job.spark import main
+from pageindex.retrofit import Status
+
+JSON_COLUMNS = ("without_column_index_reasons", "page_stats_fallback_reasons", "violations", "notes")
+
+
+def _schema(path: Path) -> pa.Schema:
+    return pq.read_schema(path).remove_metadata()
+
+
+def _good_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"id": pa.array(range(5000), pa.int64())})
+    pq.write_table(table, path, write_page_index=False, data_page_size=1024)
+
+
+def test_schema_covers_every_record_key():
+    record = failed_record(InputFile("/d/x.parquet", 1, "x.parquet"), None, "r")
+    assert set(REPORT_SCHEMA.names) == set(record) | {"table_version", "retryable", "notes"}
+    assert REPORT_SCHEMA.field("table_version").type == pa.int64()
+    assert REPORT_SCHEMA.field("retryable").type == pa.bool_()
+    assert all(REPORT_SCHEMA.field(c).type == pa.string() for c in JSON_COLUMNS)
+
+
+def test_zero_files_and_all_null_columns_keep_the_schema(tmp_path):
+    empty = tmp_path / "empty.parquet"
+    write_report([], str(empty), {})
+    assert _schema(empty) == REPORT_SCHEMA
+    assert pq.read_table(empty).num_rows == 0
+
+    # every nullable column null in every row: still typed as declared, not Arrow's null type
+    record = {**failed_record(InputFile("/d/x.parquet", 10, "x.parquet"), None, "bad magic"),
+              "output": None, "no_page_skipping": None}
+    one = tmp_path / "one.parquet"
+    write_report([record], str(one), {})
+    assert _schema(one) == REPORT_SCHEMA
+    [row] = pq.read_table(one).to_pylist()
+    assert row["table_version"] is None and row["retryable"] is False
+    assert row["status"] == "failed" and row["reason"] == "bad magic"
+    assert {c: json.loads(row[c]) for c in JSON_COLUMNS} == {
+        "without_column_index_reasons": {}, "page_stats_fallback_reasons": {}, "violations": [], "notes": []}
+
+
+def test_json_lines_report_keeps_its_shape(tmp_path):
+    record = failed_record(InputFile("/d/x.parquet", 10, "x.parquet"), None, "bad magic")
+    out = tmp_path / "r.jsonl"
+    write_report([record], str(out), {})
+    [line] = out.read_text().splitlines()
+    assert json.loads(line) == json.loads(json.dumps(record))  # the record as it is, no added keys
+
+
+@pytest.mark.spark
+def test_spark_reads_many_nights_reports_together(spark, tmp_path):
+    """Nights whose records differ (only indexed files; a failure; no file at all; a table run with
+    versions) read as one table by Spark, every column, and equal what pyarrow reads."""
+    data, reports = tmp_path / "data", tmp_path / "reports"
+    _good_file(data / "night1" / "a.parquet")
+    _good_file(data / "night2" / "b.parquet")
+    (data / "night2" / "c.parquet").write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1")
+    night1 = reports / "run_date=2026-06-01" / "r1-try1.parquet"
+    night2 = reports / "run_date=2026-06-02" / "r2-try1.parquet"
+    assert main(["--input", str(data / "night1"), "--in-place", "--report", str(night1)], spark=spark) == 0
+    assert main(["--input", str(data / "night2"), "--in-place", "--max-failures", "1",
+                 "--report", str(night2)], spark=spark) == 0
+    night3 = reports / "run_date=2026-06-03" / "r3-try1.parquet"
+    (data / "night3").mkdir()
+    assert main(["--input", str(data / "night3"), "--in-place", "--report", str(night3)], spark=spark) == 0
+    indexed = {**failed_record(InputFile("s3://b/t/p=1/d.parquet", 100, "p=1/d.parquet"), None, ""),
+               "status": Status.INDEXED, "bytes_out": 120, "table_version": 7_300_000_000_000_000_001,
+               "notes": ["bloom filter: column b not in this file"]}
+    skipped = {**failed_record(InputFile("s3://b/t/p=1/e.parquet", 50, "p=1/e.parquet"), None, "kept"),
+               "status": Status.SKIPPED, "table_version": None}
+    night4 = reports / "run_date=2026-06-04" / "r4-try2.parquet"
+    write_report([indexed, skipped], str(night4), {})
+
+    for night in (night1, night2, night3, night4):
+        assert _schema(night) == REPORT_SCHEMA, night
+    expected = [row for night in (night1, night2, night3, night4) for row in pq.read_table(night).to_pylist()]
+    assert sorted(r["status"] for r in expected) == ["failed", "indexed", "indexed", "indexed", "skipped"]
+
+    frame = spark.read.parquet(str(reports))
+    assert frame.columns == [*REPORT_SCHEMA.names, "run_date"]
+    got = [row.asDict() for row in frame.collect()]
+    assert sorted(str(r.pop("run_date")) for r in got) == ["2026-06-01", "2026-06-02", "2026-06-02",
+                                                            "2026-06-04", "2026-06-04"]
+    assert sorted(got, key=lambda r: r["path"]) == sorted(expected, key=lambda r: r["path"])
