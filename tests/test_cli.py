@@ -525,6 +525,44 @@ def test_one_corrupt_file_fails_the_run_not_the_others(tree, tmp_path):
     assert sum(": OK" in line for line in verified.stdout.splitlines()) == len(DATA)
 
 
+def test_unwritable_report_found_before_any_file_changes(tree, tmp_path):
+    """The report's parent is a regular file (root ignores permission bits, so not chmod):
+    exit 2 with one line naming the report, before any file is touched."""
+    before = {rel: state(tree / rel) for rel in DATA}
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file where the report's directory would be\n")
+    report = blocker / "run.parquet"
+    proc = ok(run_cli("retrofit", tree, "--report", report), code=2)
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert str(report) in proc.stderr and f"{blocker} is not a directory" in proc.stderr
+    assert {rel: state(tree / rel) for rel in DATA} == before
+
+
+def test_exit_codes_per_class(tree, tmp_path):
+    """0 ok; 3 a malformed file (no retry mends it); 2 a missing input (nothing changed)."""
+    bad = tree / "day=2" / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\0" * 200 + b"PAR1")
+    ok(run_cli("retrofit", tree / "a.parquet"))
+    proc = ok(run_cli("retrofit", "--json", tree), code=3)
+    records = {r["path"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert records[str(bad)]["status"] == "failed" and records[str(bad)]["retryable"] is False
+    ok(run_cli("verify", tree), code=3)
+    ok(run_cli("inspect", bad), code=3)
+    before = state(tree / "a.parquet")
+    # (three paths: two would read as the old `retrofit SRC DST`, a usage error of its own)
+    proc = ok(run_cli("retrofit", tree / "a.parquet", tree / "day=1", tmp_path / "missing"), code=2)
+    assert "MissingInputError" in proc.stderr and str(tmp_path / "missing") in proc.stderr
+    assert state(tree / "a.parquet") == before
+
+
+@pytest.mark.parametrize("command", [[], ["retrofit"], ["inspect"], ["verify"], ["lookup"]])
+def test_help_lists_the_exit_codes(command):
+    out = ok(run_cli(*command, "--help")).stdout
+    assert "exit codes" in out
+    for code in ("0", "1", "2", "3"):
+        assert re.search(rf"^  {code}  \S", out, re.M), out
+
+
 def test_inspect_and_verify_take_several_paths(tree, files):
     proc = ok(run_cli("verify", "--json", tree / "a.parquet", files.dst, tree / "day=2"))
     docs = [json.loads(line) for line in proc.stdout.splitlines()]

@@ -159,7 +159,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         check_report_path(config.report, config.storage_options)
         if spark is None:
             spark = _start_session(config, master)
-        apply_conf(spark, config.spark_conf)
+        else:
+            apply_conf(spark, config.spark_conf)
         return run(config, spark)
     except SystemExit as exit_:  # --help
         return EXIT_OK if not exit_.code else EXIT_USAGE
@@ -197,10 +198,14 @@ def _start_session(config: JobConfig, master: str | None) -> Any:
         builder = builder.master(master)
     for key, value in config.spark_conf:
         builder = builder.config(key, value)
+    running = SparkSession.getActiveSession()
     try:
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError, Py4JJavaError, OSError: all say "cannot start"
         raise UsageError(f"Spark could not start: {catalog.spark_message(err)}") from None
+    if running is not None:  # reused (a notebook's): its static settings stay as they are
+        apply_conf(spark, config.spark_conf)
+    return spark
 
 
 def apply_conf(spark: Any, conf: Sequence[tuple[str, str]]) -> None:
