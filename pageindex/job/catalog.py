@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from pageindex.errors import MissingInputError, UsageError
 from pageindex.io.discovery import Discovery, InputFile, discover
@@ -41,22 +42,17 @@ def describe(spark: Any, name: str) -> CatalogTable:
         raise UsageError(f"--table {name}: not a table name: {spark_message(err)}") from None
     if not exists:
         raise UsageError(f"table {name} does not exist in the catalog")
-    jvm_table = _session_catalog_table(spark, name)
-    if jvm_table is None:  # a v2 catalog or a Spark Connect session: what DESCRIBE says
-        location, provider = _described(spark, name)
-        return CatalogTable(name, location, provider, None)
-    return jvm_table
+    if getattr(spark, "_jsparkSession", None) is None:  # Spark Connect: SQL only
+        return _described_table(spark, name)
+    # None: a table of another (v2) catalog, whose DESCRIBE says where it is
+    return _session_catalog_table(spark, name) or _described_table(spark, name, partitions=False)
 
 
 def _session_catalog_table(spark: Any, name: str) -> CatalogTable | None:
     """The table from Spark's session catalog (Hive metastore or in-memory) through the JVM, with
-    every partition in one metastore call; None when the session has no JVM or the name lives in
-    another catalog."""
-    session = getattr(spark, "_jsparkSession", None)
-    if session is None:
-        return None
+    every partition in one metastore call; None when the name lives in another catalog."""
     jvm = spark._jvm
-    state = session.sessionState()
+    state = spark._jsparkSession.sessionState()
     try:
         ident = state.sqlParser().parseTableIdentifier(name)
         catalog = state.catalog()
@@ -79,12 +75,55 @@ def _session_catalog_table(spark: Any, name: str) -> CatalogTable | None:
     return CatalogTable(name, location, provider, tuple(sorted(partitions, key=lambda p: p.spec_path)))
 
 
-def _described(spark: Any, name: str) -> tuple[str, str | None]:
+def _described_table(spark: Any, name: str, partitions: bool = True) -> CatalogTable:
+    """The table as DESCRIBE TABLE EXTENDED tells it; with `partitions`, each partition SHOW
+    PARTITIONS lists, located by a DESCRIBE of it (one query per partition: for sessions with
+    no JVM to ask the catalog in one call)."""
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
     info = {r[0].strip(): (r[1] or "").strip() for r in rows if r[0]}
     if "Location" not in info:
         raise UsageError(f"table {name} has no location in the catalog")
-    return info["Location"], info.get("Provider")
+    if info.get("Type", "").upper() == "VIEW":
+        raise UsageError(f"table {name} is a view: give the table it reads")
+    location, provider = info["Location"], info.get("Provider")
+    if not partitions or "# Partition Information" not in info or (provider or "").lower() in LOG_FORMATS:
+        return CatalogTable(name, location, provider, None)
+    try:
+        specs = [str(r[0]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()]
+    except Exception:  # noqa: BLE001 - a table whose partitions the catalog does not track
+        return CatalogTable(name, location, provider, None)
+    found = []
+    for spec in specs:
+        clause = ", ".join(f"`{key}` = '{value}'" for key, value in _spec_values(spec))
+        described = spark.sql(f"DESCRIBE TABLE EXTENDED {name} PARTITION ({clause})").collect()
+        where = _partition_location([(r[0] or "").strip(), (r[1] or "").strip()] for r in described)
+        if where is None:
+            raise UsageError(f"table {name}: the catalog gives partition {spec} no location")
+        found.append(Partition(where, spec))
+    return CatalogTable(name, location, provider, tuple(sorted(found, key=lambda p: p.spec_path)))
+
+
+def _partition_location(rows: Any) -> str | None:
+    """The Location of the "# Detailed Partition Information" section (the table's own comes
+    after it, under "# Storage Information")."""
+    inside = False
+    for key, value in rows:
+        if key.startswith("#"):
+            inside = key == "# Detailed Partition Information"
+        elif inside and key == "Location":
+            return value
+    return None
+
+
+def _spec_values(spec: str) -> list[tuple[str, str]]:
+    """("day", "1") pairs of SHOW PARTITIONS' "day=1/hour=2", Hive's escapes undone, quotes
+    escaped for a SQL string literal."""
+    pairs = []
+    for part in spec.split("/"):
+        key, _, value = part.partition("=")
+        value = unquote(value).replace("\\", "\\\\").replace("'", "\\'")
+        pairs.append((unquote(key), value))
+    return pairs
 
 
 def _seq(scala_seq: Any) -> list[Any]:

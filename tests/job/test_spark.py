@@ -29,6 +29,7 @@ from pageindex.io import commit as commit_mod
 from pageindex.io.commit import TEMP_TAG
 from pageindex.io.discovery import InputFile
 from pageindex.io.read_plan import ReadOptions
+from pageindex.job import catalog
 from pageindex.job.config import JobConfig, check_argv
 from pageindex.job.process import JobOptions, process_file
 from pageindex.job.spark import main
@@ -864,6 +865,18 @@ def test_without_pyspark_one_line_and_exit_2(tmp_path):
     assert (f.read_bytes(), f.stat().st_mtime_ns) == before
 
 
+def test_spark_that_cannot_start_is_configuration(tmp_path):
+    """A SPARK_HOME without Spark: one line, exit 2 (a retry would only repeat it)."""
+    f = write_arrow(tmp_path / "d" / "a.parquet", 0, n=100)
+    before = f.read_bytes(), f.stat().st_mtime_ns
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPARK_HOME": str(tmp_path / "no-spark")}
+    proc = subprocess.run([sys.executable, "-m", "pageindex.job", "--input", str(f.parent), "--in-place"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("pageindex-job: error: Spark could not start: ")
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == before
+
+
 def test_python_m_pageindex_job():
     proc = _python("-m", "pageindex.job", "--help")
     assert proc.returncode == 0 and proc.stdout.startswith("usage: pageindex-job "), proc.stderr
@@ -948,6 +961,18 @@ def test_catalog_table(spark, dataset, tmp_path):
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
+class _SqlOnly:
+    """A session as Spark Connect offers it: SQL and the catalog API, no JVM behind it."""
+
+    def __init__(self, spark) -> None:
+        self.sql, self.catalog = spark.sql, spark.catalog
+
+
+def catalog_path(location: str) -> Path:
+    assert location.startswith("file:/"), location
+    return Path(location[len("file:"):])
+
+
 def test_catalog_partitions_wherever_they_live(spark, tmp_path, caplog):
     """A partitioned catalog table is read as Spark reads it: the files of every partition the
     catalog lists, one added with a LOCATION outside the table root included, and nothing from
@@ -963,6 +988,11 @@ def test_catalog_partitions_wherever_they_live(spark, tmp_path, caplog):
         stray = write_arrow(root / "day=9" / "part-00000.parquet", 9 * ROWS, n=4_000)
         spark.sql(f"ALTER TABLE {name} ADD PARTITION (day=1) PARTITION (day=2)")
         spark.sql(f"ALTER TABLE {name} ADD PARTITION (day=3) LOCATION '{outside.parent}'")
+        described = catalog.describe(spark, name)
+        assert [(p.spec_path, catalog_path(p.location)) for p in described.partitions] == [
+            ("day=1", root / "day=1"), ("day=2", root / "day=2"), ("day=3", outside.parent)]
+        # without a JVM (Spark Connect) the same answer from SHOW PARTITIONS and DESCRIBE
+        assert catalog.describe(_SqlOnly(spark), name) == described
         query = f"SELECT day, count(*) AS n, sum(k) AS total FROM {name} GROUP BY day ORDER BY day"
         rows_before = [tuple(r) for r in spark.sql(query).collect()]
         assert [r[0] for r in rows_before] == [1, 2, 3]
