@@ -553,6 +553,8 @@ def test_exit_codes_per_class(tree, tmp_path):
     proc = ok(run_cli("retrofit", tree / "a.parquet", tree / "day=1", tmp_path / "missing"), code=2)
     assert "MissingInputError" in proc.stderr and str(tmp_path / "missing") in proc.stderr
     assert state(tree / "a.parquet") == before
+    proc = ok(run_cli("lookup", tree / "a.parquet", "--where", "no_such_column = 1"), code=2)
+    assert "PredicateError" in proc.stderr and "no_such_column" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("command", [[], ["retrofit"], ["inspect"], ["verify"], ["lookup"]])
