@@ -187,6 +187,10 @@ def _start_session(config: JobConfig, master: str | None) -> Any:
         from pyspark.sql import SparkSession
     except ImportError:
         raise UsageError(INSTALL_SPARK) from None
+    running = SparkSession.getActiveSession()
+    if running is not None:  # a notebook's: reused as it is, its static settings unchanged
+        apply_conf(running, config.spark_conf)
+        return running
     if master and master.startswith("local"):
         # Local workers must run this interpreter, the one with pageindex's dependencies.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -198,14 +202,10 @@ def _start_session(config: JobConfig, master: str | None) -> Any:
         builder = builder.master(master)
     for key, value in config.spark_conf:
         builder = builder.config(key, value)
-    running = SparkSession.getActiveSession()
     try:
-        spark = builder.getOrCreate()
+        return builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError, Py4JJavaError, OSError: all say "cannot start"
         raise UsageError(f"Spark could not start: {catalog.spark_message(err)}") from None
-    if running is not None:  # reused (a notebook's): its static settings stay as they are
-        apply_conf(spark, config.spark_conf)
-    return spark
 
 
 def apply_conf(spark: Any, conf: Sequence[tuple[str, str]]) -> None:

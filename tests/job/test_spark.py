@@ -931,11 +931,14 @@ def test_conf_on_a_running_session(spark, tmp_path, capsys):
         spark.conf.set(key, old)
     before = f.read_bytes()
     for setting in ("spark.sql.catalogImplementation=hive", "spark.executor.memory=3g"):
-        capsys.readouterr()
-        assert run_job(spark, "--input", d, "--in-place", "--conf", setting) == 2, setting
-        err = capsys.readouterr().err
-        assert len(err.strip().splitlines()) == 1 and f"--conf {setting} cannot apply" in err, err
+        for given in (spark, None):  # given, or found running (a notebook's) and reused
+            capsys.readouterr()
+            argv = ["--input", str(d), "--in-place", "--conf", setting]
+            assert main(argv, spark=given) == 2, (setting, given)
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and f"--conf {setting} cannot apply" in err, err
     assert f.read_bytes() == before
+    assert main(["--input", str(d), "--in-place", "--dry-run", "--conf", "spark.sql.shuffle.partitions=2"]) == 0
 
 
 # --------------------------------------------------------------------------- --table
