@@ -15,6 +15,7 @@ from pageindex.io.storage import normalize_url, resolve
 
 # Table formats that keep their own list of files: their catalog entry's location is their root.
 LOG_FORMATS = ("delta", "iceberg", "hudi")
+SESSION_CATALOG = "spark_catalog"  # the name of Spark's session catalog in a three-part name
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,12 @@ def _session_catalog_table(spark: Any, name: str) -> CatalogTable | None:
     jvm = spark._jvm
     state = spark._jsparkSession.sessionState()
     try:
-        ident = state.sqlParser().parseTableIdentifier(name)
+        parts = [str(p) for p in _seq(state.sqlParser().parseMultipartIdentifier(name))]
+        if len(parts) == 3 and parts[0].lower() == SESSION_CATALOG:
+            parts = parts[1:]
+        if len(parts) > 2:
+            return None
+        ident = state.sqlParser().parseTableIdentifier(".".join(f"`{p.replace('`', '``')}`" for p in parts))
         catalog = state.catalog()
         meta = catalog.getTableMetadata(ident)
     except Exception:  # noqa: BLE001 - not a session catalog table (e.g. catalog.db.table in a v2 catalog)

@@ -996,6 +996,8 @@ def test_catalog_partitions_wherever_they_live(spark, tmp_path, caplog):
             ("day=1", root / "day=1"), ("day=2", root / "day=2"), ("day=3", outside.parent)]
         # without a JVM (Spark Connect) the same answer from SHOW PARTITIONS and DESCRIBE
         assert catalog.describe(_SqlOnly(spark), name) == described
+        three_parts = catalog.describe(spark, f"spark_catalog.{name}")
+        assert (three_parts.location, three_parts.partitions) == (described.location, described.partitions)
         query = f"SELECT day, count(*) AS n, sum(k) AS total FROM {name} GROUP BY day ORDER BY day"
         rows_before = [tuple(r) for r in spark.sql(query).collect()]
         assert [r[0] for r in rows_before] == [1, 2, 3]
