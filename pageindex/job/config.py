@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn, Sequence
 
 from pageindex.errors import EXIT_OK, EXIT_USAGE, UsageError
@@ -110,7 +110,7 @@ class JobConfig:
     progress_seconds: float
     table_format: str | None
     commit_batch_files: int
-    spark_conf: tuple[tuple[str, str], ...] = field(default=())
+    spark_conf: tuple[tuple[str, str], ...]  # --conf, in order
 
     @property
     def storage_options(self) -> dict[str, Any]:
