@@ -26,8 +26,10 @@ exit codes:
      a missing input, an unknown table, an unwritable --report, Spark not
      installed or unable to start (no Java, a bad SPARK_HOME or --conf)
   3  more files than --max-failures failed for reasons no retry can mend
-     (malformed, unsupported, changed while read) and none failed for a
-     reason a retry may mend (do not retry: look at the report)"""
+     (malformed, unsupported, encrypted) and none failed for a reason a retry
+     may mend (do not retry: look at the report)
+a file another writer changed while it was read is reported "changed", left
+as that writer made it for the next run, and fails no run"""
 
 
 class _Parser(argparse.ArgumentParser):

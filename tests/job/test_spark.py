@@ -911,6 +911,24 @@ def test_unwritable_report_found_before_any_file_changes(spark, dataset, tmp_pat
     assert snapshot(root) == before
 
 
+def test_s3_report_probed_before_anything(s3fs_fs, s3_bucket, s3_server, tmp_path, capsys):
+    """On an object store the report path is learned by writing and removing a probe next to
+    it: a bucket that does not exist is exit 2 before Spark or any file; one that does is
+    left as it was."""
+    d = tmp_path / "d"
+    write_arrow(d / "a.parquet", 0, n=100)
+    args = ["--input", str(d), "--in-place", "--s3-endpoint-url", s3_server, "--report"]
+    assert main([*args, "s3://no-such-bucket-here/r.jsonl"], spark=SENTINEL_SPARK) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "s3://no-such-bucket-here/r.jsonl" in err, err
+    # the probe passes; the missing input then ends the run (still before Spark is touched)
+    missing = ["--input", str(tmp_path / "missing"), *args[2:]]
+    assert main([*missing, f"s3://{s3_bucket}/reports/r.jsonl"], spark=SENTINEL_SPARK) == 2
+    assert "input does not exist" in capsys.readouterr().err
+    s3fs_fs.invalidate_cache()
+    assert s3fs_fs.find(s3_bucket) == []
+
+
 def test_unknown_table_is_a_usage_error(spark, tmp_path, capsys):
     assert run_job(spark, "--table", "default.no_such_table_here", "--in-place") == 2
     err = capsys.readouterr().err
