@@ -1,6 +1,6 @@
 """Command line: `pageindex retrofit | inspect | verify | lookup`.
 
-Exit codes: 0 success, 1 a refused/failed file or a violation, 2 usage errors.
+Exit codes (EXIT_CODES, pageindex.errors): 0 success, 1 retryable, 2 usage, 3 failed for good.
 """
 from __future__ import annotations
 
@@ -16,9 +16,18 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any, Callable, Iterator, NoReturn, Sequence
 
-from pageindex.errors import NotParquetError, PageIndexError
+from pageindex.errors import (
+    EXIT_OK,
+    EXIT_PERMANENT,
+    NotParquetError,
+    PageIndexError,
+    UsageError,
+    combined_exit_code,
+    exit_code,
+    failures_exit_code,
+)
 from pageindex.inspection import format_text, inspect_file
-from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
+from pageindex.io.storage import add_transport_argument, resolve, storage_errors, storage_options_from
 from pageindex.job.process import (
     JobOptions,
     add_bloom_arguments,
@@ -27,8 +36,8 @@ from pageindex.job.process import (
     process_task,
     process_to,
 )
+from pageindex.job.preflight import check_report_path
 from pageindex.job.report import summary, write_report
-from pageindex.job.spark import UsageError
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
@@ -38,7 +47,7 @@ from pageindex.verify import verify
 from pageindex.version import __version__
 
 # S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
-NOT_DONE = (Status.FAILED, Status.CHANGED)  # the statuses that make `retrofit` exit 1
+NOT_DONE = (Status.FAILED, Status.CHANGED)  # the statuses that make `retrofit` exit 1 or 3
 SHOWN_VIOLATIONS = 5  # per repaired file in the text output
 DRY_RUNS = (Status.DRY_RUN, Status.REPAIR_NEEDED)  # computed, not written
 
@@ -141,6 +150,8 @@ def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterato
                 record = future.result()
             except BrokenProcessPool as err:
                 record = failed_record(t.file, None, f"internal error: a worker process died ({err})")
+                # killed from outside (out of memory, a signal): another try may pass
+                record["retryable"] = True
             yield t, record
     finally:
         # Interrupted (Ctrl-C, a closed pipe): files not started are not started.
@@ -160,6 +171,7 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
                          "change stay as they are)")
     started = time.monotonic()
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
+    check_report_path(args.report, args.storage_options)
     options = JobOptions(copy_unchanged=args.copy_unchanged, dry_run=args.dry_run, force=args.force,
                          truncate_length=args.truncate_length,
                          trust_page_stats=args.trust_page_stats, storage_options=args.storage_options,
@@ -181,35 +193,41 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
         progress.advance(target.file.size)
     progress.clear()
     records.sort(key=lambda r: r["path"])
-    if args.report:
-        write_report(records, args.report, args.storage_options)
     if args.json:
         for record in records:
             _print_json_line(record)
     if len(records) != 1:
         print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit"),
               file=sys.stderr if args.json else sys.stdout)
-    return 1 if any(r["status"] in NOT_DONE for r in records) else 0
+    code = failures_exit_code(r.get("retryable", False) for r in records if r["status"] in NOT_DONE)
+    if args.report:
+        try:
+            with storage_errors("write the report", args.report):
+                write_report(records, args.report, args.storage_options)
+        except PageIndexError as err:
+            _print_error(err, False)
+            code = combined_exit_code([code, exit_code(err)])
+    return code
 
 
 def _each_file(args: argparse.Namespace, show: Callable[[str, Any], int]) -> int:
     """`show` for every file below `paths` (its exit code); a file that fails is reported and
     the others go on; one that is not Parquet fails if named, else is reported skipped. The
-    highest exit code."""
-    code, as_json = 0, args.json
+    exit codes combined (a retryable failure outranks a permanent one)."""
+    codes, as_json = [EXIT_OK], args.json
     for target in expand(args.paths, args.storage_options):
         try:
-            code = max(code, show(target.file.url, resolve(target.file.url, storage_options=args.storage_options)[0]))
+            codes.append(show(target.file.url, resolve(target.file.url, storage_options=args.storage_options)[0]))
         except NotParquetError as err:
             if target.named:
                 _print_error(err, as_json)
-                code = 1
+                codes.append(exit_code(err))
             else:
                 print(f"{target.file.url}: skipped: {err.reason}", file=sys.stderr)
         except PageIndexError as err:
             _print_error(err, as_json)
-            code = 1
-    return code
+            codes.append(exit_code(err))
+    return combined_exit_code(codes)
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -233,7 +251,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         result = verify(path, filesystem)
         if args.json:
             _print_json_line(result.to_dict())
-            return 0 if result.ok else 1
+            return EXIT_OK if result.ok else EXIT_PERMANENT
         print(f"{result.path}: {'OK' if result.ok else 'VIOLATIONS'} — {result.chunks} chunks, "
               f"{result.chunks_with_offset_index} with OffsetIndex, {result.chunks_with_column_index} "
               f"with ColumnIndex, {result.pages_checked} pages checked")
@@ -241,7 +259,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(f"  {v}")
         if result.chunks_with_offset_index == 0:
             print("  (the file has no page index to verify)")
-        return 0 if result.ok else 1
+        # a violation is in the file's bytes: checking again finds it again
+        return EXIT_OK if result.ok else EXIT_PERMANENT
 
     return _each_file(args, show)
 
@@ -301,10 +320,21 @@ are reported skipped) or a glob; local, file://, s3:// or s3a://. Without
 --output each file is replaced atomically in place; a symlink stays a link and
 the file it points to is replaced. With --output the inputs are never changed.
 
-Exit codes: 0 every file indexed, already indexed or skipped; 1 a file failed
-or changed while it was read, or an output was refused (nothing written); 2
-usage. The old form `retrofit SRC DST` (DST not existing) is refused with exit
-code 2: write `retrofit SRC --output DST` instead."""
+The old form `retrofit SRC DST` (DST not existing) is refused with exit code
+2: write `retrofit SRC --output DST` instead."""
+
+EXIT_CODES = """\
+exit codes (every command, and pageindex-job, follow one rule):
+  0  every file ended well (retrofit: indexed, already indexed or skipped;
+     verify: every page index agrees with the data)
+  1  a failure a retry may mend: storage errors and throttling, a worker
+     process that died, a report that could not be written
+  2  usage: bad arguments, a missing input, an output that would overwrite an
+     input, an existing file or a directory, an unwritable --report; nothing
+     was written
+  3  files failed for reasons no retry can mend (malformed, unsupported,
+     encrypted, changed while read; verify: a page index that contradicts the
+     data) and none failed for a reason a retry may mend"""
 
 
 LOOKUP_HELP = """\
@@ -341,13 +371,15 @@ def storage_arguments() -> argparse.ArgumentParser:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pageindex", description="Exact Parquet page indexes, appended without rewriting data.")
+    p = argparse.ArgumentParser(prog="pageindex", description="Exact Parquet page indexes, appended without rewriting data.",
+                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     storage = storage_arguments()
     p.add_argument("--version", action="version", version=f"pageindex {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("retrofit", parents=[storage], help="add a ColumnIndex and OffsetIndex to files, in place or to --output",
-                       description=RETROFIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=RETROFIT_HELP, epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to index")
     r.add_argument("--output", metavar="PATH",
                    help="write the indexed files here instead of in place: the output file for one "
@@ -382,7 +414,8 @@ def parser() -> argparse.ArgumentParser:
                         "else JSON lines (as the Spark job's --report)")
     r.set_defaults(run=_cmd_retrofit, subparser=r)
 
-    i = sub.add_parser("inspect", parents=[storage],
+    i = sub.add_parser("inspect", parents=[storage], epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="show files' page indexes page by page, or their pages, types and codecs without one")
     i.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to show")
     i.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
@@ -394,13 +427,15 @@ def parser() -> argparse.ArgumentParser:
                         "chunk by chunk: for files with many row groups")
     i.set_defaults(run=_cmd_inspect, subparser=i)
 
-    v = sub.add_parser("verify", parents=[storage], help="check files' page indexes against the data")
+    v = sub.add_parser("verify", parents=[storage], help="check files' page indexes against the data",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to check")
     v.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
     v.set_defaults(run=_cmd_verify, subparser=v)
 
     lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows",
-                        description=LOOKUP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        description=LOOKUP_HELP, epilog=EXIT_CODES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     lk.add_argument("path", help="a Parquet file or a directory of them (Hive-partitioned or not)")
     lk.add_argument("--where", required=True,
                     help="e.g. \"user_id = 42 AND ts >= '2024-01-01'\" (=, !=, <, <=, >, >=, "
@@ -439,7 +474,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except UsageError as err:
-        args.subparser.error(str(err))
+        if err.path is None:  # how the command was spelled: the usage helps
+            args.subparser.error(str(err))
+        _print_error(err, False)  # about a path given: one line naming it
+        return exit_code(err)
     except BrokenPipeError:
         # The reader went away (`... | head`): silence the flush at exit, as the Python docs advise.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -448,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except PageIndexError as err:
         _print_error(err, getattr(args, "json", False))
-        return 1
+        return exit_code(err)
 
 
 def console() -> NoReturn:

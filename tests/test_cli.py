@@ -40,7 +40,7 @@ RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", 
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
                  "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds",
                  "index_bytes_read", "copy_bytes_read", "no_page_skipping", "page_stats_fallback_reasons",
-                 "notes"}
+                 "notes", "retryable"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
@@ -287,10 +287,10 @@ def test_verify_reports_corrupted_column_index(tmp_path):
     pageindex.retrofit(str(plain), str(good))
     bad = corrupt_first_page_min(good, tmp_path / "bad.parquet", MAGIC_BASE)
     ok(run_cli("verify", good))
-    proc = ok(run_cli("verify", bad), code=1)
+    proc = ok(run_cli("verify", bad), code=3)  # in the file's bytes: no retry mends it
     assert f"{bad}: VIOLATIONS" in proc.stdout
     assert re.search(r"row group 0, column k, page 0: min: ", proc.stdout), proc.stdout
-    doc = json.loads(ok(run_cli("verify", "--json", bad), code=1).stdout)
+    doc = json.loads(ok(run_cli("verify", "--json", bad), code=3).stdout)
     assert doc["ok"] is False
     assert [(v["column"], v["page"], v["check"]) for v in doc["violations"]] == [("k", 0, "min")]
 
@@ -323,10 +323,11 @@ def test_usage_errors_exit_2(args):
 
 
 @pytest.mark.parametrize("command", ["retrofit", "inspect", "verify"])
-def test_missing_file_exits_1(command, tmp_path):
+def test_missing_file_exits_2(command, tmp_path):
+    """A missing input is a usage error: a retry cannot mend it."""
     missing = tmp_path / "nope.parquet"
-    proc = ok(run_cli(command, missing), code=1)
-    assert "StorageError" in proc.stderr and str(missing) in proc.stderr
+    proc = ok(run_cli(command, missing), code=2)
+    assert "MissingInputError" in proc.stderr and str(missing) in proc.stderr
     assert "does not exist" in proc.stderr
     assert os.listdir(tmp_path) == []
 
@@ -337,12 +338,13 @@ def test_not_parquet_named_fails(tmp_path):
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet at all, just some text" * 10)
     before = (junk.stat().st_mtime_ns, junk.read_bytes())
-    proc = ok(run_cli("retrofit", junk, "--output", tmp_path / "out.parquet"), code=1)
+    proc = ok(run_cli("retrofit", junk, "--output", tmp_path / "out.parquet"), code=3)
     assert f"pageindex: error: {junk}: failed: NotParquetError: no Parquet magic" in proc.stderr
-    doc = json.loads(ok(run_cli("retrofit", "--json", junk), code=1).stdout)
+    doc = json.loads(ok(run_cli("retrofit", "--json", junk), code=3).stdout)
     assert doc["status"] == "failed" and doc["path"] == str(junk) and "NotParquetError" in doc["reason"]
+    assert doc["retryable"] is False
     for command in ("inspect", "verify"):
-        proc = ok(run_cli(command, junk), code=1)
+        proc = ok(run_cli(command, junk), code=3)
         assert f"NotParquetError: {junk}" in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["junk.parquet"]
     assert (junk.stat().st_mtime_ns, junk.read_bytes()) == before
@@ -350,9 +352,9 @@ def test_not_parquet_named_fails(tmp_path):
 
 def test_run_error_as_json(tmp_path):
     missing = tmp_path / "nope.parquet"
-    proc = ok(run_cli("retrofit", "--json", missing), code=1)
+    proc = ok(run_cli("retrofit", "--json", missing), code=2)
     doc = json.loads(proc.stdout)
-    assert doc == {"error": "StorageError", "message": f"{missing}: input does not exist", "path": str(missing)}
+    assert doc == {"error": "MissingInputError", "message": f"{missing}: input does not exist", "path": str(missing)}
 
 
 def test_output_into_a_closed_pipe_has_no_traceback(tmp_path):
@@ -424,7 +426,7 @@ def test_existing_output_needs_overwrite(tmp_path):
     src = write_rows(tmp_path / "src.parquet", 0)
     dst = write_rows(tmp_path / "dst.parquet", 500)
     before, src_before = state(dst), state(src)
-    proc = ok(run_cli("retrofit", src, "--output", dst), code=1)
+    proc = ok(run_cli("retrofit", src, "--output", dst), code=2)
     assert "OutputRefusedError" in proc.stderr and f"{dst}: exists" in proc.stderr and "--overwrite" in proc.stderr
     assert state(dst) == before and state(src) == src_before
     ok(run_cli("retrofit", src, "--output", dst, "--overwrite"))
@@ -441,7 +443,7 @@ def test_output_that_is_an_input_is_refused(tmp_path):
     before = state(src)
     for output in (src, link, tmp_path / "d"):  # the file, a link to it, its directory mirrored
         args = (tmp_path / "d", "--output", output) if output.is_dir() else (src, "--output", output)
-        proc = ok(run_cli("retrofit", *args, "--overwrite"), code=1)
+        proc = ok(run_cli("retrofit", *args, "--overwrite"), code=2)
         assert "OutputRefusedError" in proc.stderr and "is one of the inputs" in proc.stderr, proc.stderr
     assert state(src) == before and link.is_symlink()
 
@@ -450,7 +452,7 @@ def test_directory_as_output_for_one_file(tmp_path):
     src = write_rows(tmp_path / "src.parquet", 0)
     out = tmp_path / "out"
     out.mkdir()
-    proc = ok(run_cli("retrofit", src, "--output", out), code=1)
+    proc = ok(run_cli("retrofit", src, "--output", out), code=2)
     assert "OutputRefusedError" in proc.stderr and f"{out}: is a directory" in proc.stderr
     assert os.listdir(out) == []
     ok(run_cli("retrofit", src, "--output", f"{out}/"))  # a trailing slash: into the directory
@@ -510,7 +512,7 @@ def test_one_corrupt_file_fails_the_run_not_the_others(tree, tmp_path):
     bad.write_bytes(b"PAR1" + b"\0" * 200 + b"PAR1")
     bad_before = state(bad)
     report = tmp_path / "run.parquet"
-    proc = ok(run_cli("retrofit", tree, "--jobs", "2", "--report", report), code=1)
+    proc = ok(run_cli("retrofit", tree, "--jobs", "2", "--report", report), code=3)
     assert f"pageindex: error: {bad}: failed: MalformedFileError" in proc.stderr
     assert re.search(r"failed\s+1 files", proc.stdout) and re.search(r"indexed\s+4 files", proc.stdout)
     assert state(bad) == bad_before
@@ -519,8 +521,48 @@ def test_one_corrupt_file_fails_the_run_not_the_others(tree, tmp_path):
     rows = pq.read_table(report).to_pylist()
     assert {r["path"]: r["status"] for r in rows}[str(bad)] == "failed" and len(rows) == 6
     verified = run_cli("verify", tree)
-    assert verified.returncode == 1 and "MalformedFileError" in verified.stderr  # the bad file
+    assert verified.returncode == 3 and "MalformedFileError" in verified.stderr  # the bad file
     assert sum(": OK" in line for line in verified.stdout.splitlines()) == len(DATA)
+
+
+def test_unwritable_report_found_before_any_file_changes(tree, tmp_path):
+    """The report's parent is a regular file (root ignores permission bits, so not chmod):
+    exit 2 with one line naming the report, before any file is touched."""
+    before = {rel: state(tree / rel) for rel in DATA}
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file where the report's directory would be\n")
+    report = blocker / "run.parquet"
+    proc = ok(run_cli("retrofit", tree, "--report", report), code=2)
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert str(report) in proc.stderr and f"{blocker} is not a directory" in proc.stderr
+    assert {rel: state(tree / rel) for rel in DATA} == before
+
+
+def test_exit_codes_per_class(tree, tmp_path):
+    """0 ok; 3 a malformed file (no retry mends it); 2 a missing input (nothing changed)."""
+    bad = tree / "day=2" / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\0" * 200 + b"PAR1")
+    ok(run_cli("retrofit", tree / "a.parquet"))
+    proc = ok(run_cli("retrofit", "--json", tree), code=3)
+    records = {r["path"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert records[str(bad)]["status"] == "failed" and records[str(bad)]["retryable"] is False
+    ok(run_cli("verify", tree), code=3)
+    ok(run_cli("inspect", bad), code=3)
+    before = state(tree / "a.parquet")
+    # (three paths: two would read as the old `retrofit SRC DST`, a usage error of its own)
+    proc = ok(run_cli("retrofit", tree / "a.parquet", tree / "day=1", tmp_path / "missing"), code=2)
+    assert "MissingInputError" in proc.stderr and str(tmp_path / "missing") in proc.stderr
+    assert state(tree / "a.parquet") == before
+    proc = ok(run_cli("lookup", tree / "a.parquet", "--where", "no_such_column = 1"), code=2)
+    assert "PredicateError" in proc.stderr and "no_such_column" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["retrofit"], ["inspect"], ["verify"], ["lookup"]])
+def test_help_lists_the_exit_codes(command):
+    out = ok(run_cli(*command, "--help")).stdout
+    assert "exit codes" in out
+    for code in ("0", "1", "2", "3"):
+        assert re.search(rf"^  {code}  \S", out, re.M), out
 
 
 def test_inspect_and_verify_take_several_paths(tree, files):

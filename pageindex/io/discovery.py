@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from fsspec.implementations.local import LocalFileSystem
 
-from pageindex.errors import StorageError
+from pageindex.errors import MissingInputError
 from pageindex.io.storage import normalize_url, resolve, storage_errors
 
 
@@ -206,7 +206,7 @@ def _discover_one(raw: str, storage_options: dict[str, Any], files: dict[str, In
     if is_glob:
         matches = [m for m in matches if not is_hidden(m[len(root):].strip("/"))]
     if not matches:
-        raise StorageError("input matches nothing", path=raw)
+        raise MissingInputError("input matches nothing", path=raw)
     for match in matches:
         found, below = _expand(fs, match, raw, root)
         kind = table_format(fs, match if fs.isdir(match) else posixpath.dirname(match))
@@ -229,7 +229,7 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None
             return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative)], []
         entries = find(fs, path)
     except FileNotFoundError:
-        raise StorageError("input does not exist", path=like) from None
+        raise MissingInputError("input does not exist", path=like) from None
     base = (glob_base if glob_base else path).rstrip("/") + "/"
     out = []
     for name, info in _visible(entries, path).items():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from pageindex.errors import PageIndexError, StorageError
+from pageindex.errors import PageIndexError, UsageError
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
@@ -65,10 +65,10 @@ def plan_input(inputs: list[str], table_format: str | None, in_place: bool,
         if not in_place or len(inputs) != 1 or not delta.is_table(inputs[0], options.storage_options):
             return None
     elif not in_place or len(inputs) != 1:
-        raise StorageError(f"--table-format {table_format} takes one table root and --in-place "
-                           "(the table's log is updated, the old files stay for time travel)")
+        raise UsageError(f"--table-format {table_format} takes one table root and --in-place "
+                         "(the table's log is updated, the old files stay for time travel)")
     elif not delta.is_table(inputs[0], options.storage_options):
-        raise StorageError(f"no {delta.LOG_DIR}/ here: not a Delta table root", path=inputs[0])
+        raise UsageError(f"no {delta.LOG_DIR}/ here: not a Delta table root", path=inputs[0])
     return plan(inputs[0], options)
 
 
@@ -98,8 +98,8 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
     """Plan from the current snapshot of the catalog table `name`; copies go next to their
     originals, below the table location (files elsewhere are left alone)."""
     if not in_place:
-        raise StorageError("--iceberg-table takes --in-place (the table gets a new snapshot, "
-                           "the old files stay for time travel)", path=name)
+        raise UsageError("--iceberg-table takes --in-place (the table gets a new snapshot, "
+                         "the old files stay for time travel)", path=name)
     snap = iceberg.snapshot(iceberg.load_table(name), name)
     root = snap.location.rstrip("/")
     files, planned, skipped = [], {}, []
@@ -137,7 +137,8 @@ def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
             result = _commit(run, replacements)
         except PageIndexError as err:
             for r in batch.values():
-                r.update(status=Status.FAILED, reason=f"commit: {err.message(with_path=False)}")
+                r.update(status=Status.FAILED, reason=f"commit: {err.message(with_path=False)}",
+                         retryable=err.retryable)
             continue
         by_log_path = {run.planned[url][0].path: r for url, r in batch.items()}
         for path in result.replaced:

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Sequence
 
 from fsspec.implementations.local import LocalFileSystem
 
-from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError
+from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError, retryable
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
@@ -180,10 +180,12 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
     except PageIndexError as err:
         changed = isinstance(err, ConcurrentModificationError)
         record.update(status=Status.CHANGED if changed else Status.FAILED,
-                      reason=f"{type(err).__name__}: {err.message(with_path=False)}")
+                      reason=f"{type(err).__name__}: {err.message(with_path=False)}",
+                      retryable=err.retryable)
     except Exception as err:  # noqa: BLE001 - one bad file must not end the job
         log.exception("internal error on %s", file.url)
-        record.update(status=Status.FAILED, reason=f"internal error: {type(err).__name__}: {err}")
+        record.update(status=Status.FAILED, reason=f"internal error: {type(err).__name__}: {err}",
+                      retryable=retryable(err))
     if record["status"] in UNCHANGED and options.copy_unchanged and output is not None \
             and not options.dry_run:
         _copy_unchanged(file, output, record, options)
@@ -201,6 +203,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "without_column_index_reasons": {}, "violations": [], "bytes_read": 0, "seconds": 0.0,
         "index_bytes_read": 0, "copy_bytes_read": 0, "no_page_skipping": None,
         "page_stats_fallback_reasons": {}, "notes": [],
+        "retryable": False,  # True only for a failure a retry may mend (pageindex.errors.retryable)
     }
 
 

@@ -15,6 +15,8 @@ from pageindex.index.kinds.base import NUMBER, parse_number
 class PredicateError(PageIndexError):
     """The `where` clause cannot be parsed or does not fit the file's columns."""
 
+    usage = True  # how pageindex was asked: exit code 2
+
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "between", "in", "is_null", "is_not_null")
 

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex.errors import StorageError, UnsupportedFileError
+from pageindex.errors import UnsupportedFileError, UsageError
 from pageindex.io.storage import normalize_url, resolve
 from pageindex.table.replacement import COMMIT_ATTEMPTS, CommitResult, Replacement, drop_changed, gave_up
 from pageindex.version import __version__
@@ -88,9 +88,9 @@ def open_table(root: str, storage_options: dict[str, Any]) -> Any:
     try:
         return DeltaTable(normalize_url(root), storage_options=delta_storage_options(storage_options))
     except Exception as err:  # noqa: BLE001 - deltalake raises its own hierarchy and OSError
-        raise StorageError(f"a Delta table root ({LOG_DIR}/) that delta-rs cannot open: {err} "
-                           "(its files are indexed only through its log, which must be readable)",
-                           path=root) from err
+        raise UsageError(f"a Delta table root ({LOG_DIR}/) that delta-rs cannot open: {err} "
+                         "(its files are indexed only through its log, which must be readable)",
+                         path=root) from err
 
 
 # Protocol versions from which the protocol action lists table features explicitly.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Callable
 
-from pageindex.errors import StorageError, UnsupportedFileError
+from pageindex.errors import UnsupportedFileError, UsageError
 from pageindex.table.replacement import COMMIT_ATTEMPTS, CommitResult, Replacement, drop_changed, gave_up
 from pageindex.version import __version__
 
@@ -57,13 +57,13 @@ def load_table(name: str) -> Any:
                                    "(pip install 'pageindex[iceberg]')", path=name) from None
     catalog, _, identifier = name.partition(".")
     if "." not in identifier:
-        raise StorageError("an Iceberg table is named CATALOG.NAMESPACE.TABLE", path=name)
+        raise UsageError("an Iceberg table is named CATALOG.NAMESPACE.TABLE", path=name)
     try:
         return load_catalog(catalog).load_table(identifier)
     except NoSuchTableError as err:
-        raise StorageError(f"no such Iceberg table: {err}", path=name) from err
+        raise UsageError(f"no such Iceberg table: {err}", path=name) from err
     except ValueError as err:  # pyiceberg's word for a catalog it has no configuration for
-        raise StorageError(f"the Iceberg catalog {catalog!r} cannot be loaded: {err}", path=name) from err
+        raise UsageError(f"the Iceberg catalog {catalog!r} cannot be loaded: {err}", path=name) from err
 
 
 def snapshot(table: Any, name: str) -> Snapshot:

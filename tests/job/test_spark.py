@@ -9,9 +9,13 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import logging
 import os
+import re
 import shutil
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,10 +29,13 @@ from pageindex.io import commit as commit_mod
 from pageindex.io.commit import TEMP_TAG
 from pageindex.io.discovery import InputFile
 from pageindex.io.read_plan import ReadOptions
+from pageindex.job import catalog
+from pageindex.job.config import JobConfig, check_argv
 from pageindex.job.process import JobOptions, process_file
 from pageindex.job.spark import main
 from pageindex.verify import verify
 from tests.helpers import s3 as s3h
+from tests.helpers.paths import REPO_ROOT
 from tests.helpers.spark import scan_output_rows
 
 # pageindex/__init__ exports functions named like their modules (retrofit, verify): import the modules
@@ -585,11 +592,13 @@ def test_corrupt_file_among_good_ones(spark, tmp_path):
     bad = corrupt_copy(good[0], root / "p=1" / "part-1.parquet")
     bad_bytes, bad_mtime = bad.read_bytes(), bad.stat().st_mtime_ns
     report = tmp_path / "r.jsonl"
-    assert run_job(spark, "--input", root, "--in-place", "--report", report) == 1
+    # malformed: no retry mends it, so not 1 (a scheduler retries 1) but 3
+    assert run_job(spark, "--input", root, "--in-place", "--report", report) == 3
     recs = by_path(read_report(report))
     assert len(recs) == 4
     failed = recs[str(bad)]
     assert failed["status"] == "failed" and failed["reason"], failed
+    assert failed["retryable"] is False and not any(r["retryable"] for r in recs.values())
     assert "internal error" not in failed["reason"], failed
     assert all(recs[str(g)]["status"] == "indexed" for g in good)
     assert bad.read_bytes() == bad_bytes and bad.stat().st_mtime_ns == bad_mtime
@@ -792,14 +801,159 @@ SENTINEL_SPARK = object()  # usage errors must be found before Spark is touched
     ["--input", "{d}", "--in-place", "--bloom-filter", "auto", "--bloom-max-bytes", "3000"],
     ["--input", "{d}/missing", "--in-place"],
     ["--input", "{d}/nothing-*.parquet", "--in-place"],
+    ["--input", "{d}", "--in-place", "--copy-unchanged"],
+    ["--input", "{d}", "--in-place", "--progress-seconds", "0"],
+    ["--input", "{d}", "--in-place", "--stale-temp-seconds", "nan"],
+    ["--input", "{d}", "--in-place", "--conf", "spark.executor.memory"],
+    ["--input", "{d}", "--in-place", "--conf", "=1"],
+    ["--input", "{d}", "--output", "{d}/o", "--table-format", "delta"],
+    ["--iceberg-table", "c.n.t", "--output", "{d}/o"],
+    ["--input", "{d}", "--in-place", "--report", "{d}/a.parquet/report.jsonl"],  # parent: a file
+    ["--input", "{d}", "--in-place", "--report", "{d}"],  # a directory
 ], ids=lambda a: " ".join(a) or "no-args")
 def test_usage_errors(tmp_path, capsys, argv):
     d = tmp_path / "d"
     f = write_arrow(d / "a.parquet", 0, n=100)
-    before = f.read_bytes()
+    before = f.read_bytes(), f.stat().st_mtime_ns
     assert main([a.format(d=d) for a in argv], spark=SENTINEL_SPARK) == 2
-    assert capsys.readouterr().err.strip()
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("pageindex-job: error: "), err
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in d.iterdir()) == ["a.parquet"]
+
+
+@pytest.mark.parametrize("value, named", [("12x", "'12x'"), ("0", "'0'"), ("inf", "'inf'")])
+def test_size_errors_name_the_option(capsys, value, named):
+    argv = ["--input", "x", "--in-place", "--target-task-bytes", value]
+    assert check_argv(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pageindex-job: error: --target-task-bytes {named}: not a size") and err.count("\n") == 1
+
+
+def test_check_argv_and_help(capsys):
+    assert check_argv(["--input", "x", "--in-place", "--conf", "spark.executor.memory=4g"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert check_argv(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: pageindex-job ") and "--conf KEY=VALUE" in out
+    for code in ("0", "1", "2", "3"):
+        assert re.search(rf"^  {code}  \S", out, re.M), out
+    assert check_argv(["--input", "x"]) == 2
+    assert capsys.readouterr().err.startswith("pageindex-job: error: one of the arguments --in-place --output")
+
+
+def _python(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+                          timeout=300, check=False)
+
+
+def test_without_pyspark_one_line_and_exit_2(tmp_path):
+    """The console script where pyspark cannot be imported (sys.modules["pyspark"] = None
+    makes its import fail): one line saying what to install, no file touched."""
+    f = write_arrow(tmp_path / "d" / "a.parquet", 0, n=100)
+    before = f.read_bytes(), f.stat().st_mtime_ns
+    script = ("import sys; sys.modules['pyspark'] = None; "
+              f"sys.argv = ['pageindex-job', '--input', {str(f.parent)!r}, '--in-place']; "
+              "from pageindex.job.spark import console; console()")
+    proc = _python("-c", script)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "pageindex-job: error: pageindex-job needs pyspark: pip install 'pageindex[spark]'\n"
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == before
+
+
+def test_spark_that_cannot_start_is_configuration(tmp_path):
+    """A SPARK_HOME without Spark: one line, exit 2 (a retry would only repeat it)."""
+    f = write_arrow(tmp_path / "d" / "a.parquet", 0, n=100)
+    before = f.read_bytes(), f.stat().st_mtime_ns
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SPARK_HOME": str(tmp_path / "no-spark")}
+    proc = subprocess.run([sys.executable, "-m", "pageindex.job", "--input", str(f.parent), "--in-place"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("pageindex-job: error: Spark could not start: ")
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == before
+
+
+def test_python_m_pageindex_job():
+    proc = _python("-m", "pageindex.job", "--help")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: pageindex-job "), proc.stderr
+    assert "exit codes:" in proc.stdout
+    proc = _python("-m", "pageindex.job", "--input", "x", "--in-place", "--target-task-bytes", "12x")
+    assert proc.returncode == 2 and proc.stderr.startswith("pageindex-job: error: --target-task-bytes '12x'")
+
+
+def test_config_is_parsed_once_and_frozen():
+    import dataclasses
+
+    config = JobConfig.from_argv(["--input", "a", "b", "--output", "o", "--target-task-bytes", "1m",
+                                  "--conf", "k=v=w", "--bloom-filter", "auto"])
+    assert config.inputs == ("a", "b") and config.target_task_bytes == 1 << 20
+    assert config.spark_conf == (("k", "v=w"),) and config.options.output == "o"
+    assert config.options.bloom_filter == "auto" and not config.in_place
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.max_failures = 3
+
+
+def test_unwritable_report_found_before_any_file_changes(spark, dataset, tmp_path, capsys):
+    """The report's parent is a regular file (root ignores permission bits, so not chmod): the
+    run stops with exit 2 and one line before any file is touched."""
+    root, _ = dataset
+    before = snapshot(root)
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file where the report's directory would be\n")
+    report = blocker / "nightly" / "r.parquet"
+    assert run_job(spark, "--input", root, "--in-place", "--report", report) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(report) in err and "is not a directory" in err, err
+    assert snapshot(root) == before
+
+
+def test_s3_report_probed_before_anything(s3fs_fs, s3_bucket, s3_server, tmp_path, capsys):
+    """On an object store the report path is learned by writing and removing a probe next to
+    it: a bucket that does not exist is exit 2 before Spark or any file; one that does is
+    left as it was."""
+    d = tmp_path / "d"
+    write_arrow(d / "a.parquet", 0, n=100)
+    args = ["--input", str(d), "--in-place", "--s3-endpoint-url", s3_server, "--report"]
+    assert main([*args, "s3://no-such-bucket-here/r.jsonl"], spark=SENTINEL_SPARK) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "s3://no-such-bucket-here/r.jsonl" in err, err
+    # the probe passes; the missing input then ends the run (still before Spark is touched)
+    missing = ["--input", str(tmp_path / "missing"), *args[2:]]
+    assert main([*missing, f"s3://{s3_bucket}/reports/r.jsonl"], spark=SENTINEL_SPARK) == 2
+    assert "input does not exist" in capsys.readouterr().err
+    s3fs_fs.invalidate_cache()
+    assert s3fs_fs.find(s3_bucket) == []
+
+
+def test_unknown_table_is_a_usage_error(spark, tmp_path, capsys):
+    assert run_job(spark, "--table", "default.no_such_table_here", "--in-place") == 2
+    err = capsys.readouterr().err
+    assert err == "pageindex-job: error: table default.no_such_table_here does not exist in the catalog\n"
+
+
+def test_conf_on_a_running_session(spark, tmp_path, capsys):
+    """A session given (or reused) keeps its static settings: a --conf Spark can set at runtime
+    is set; a differing static or core one is a usage error, named, before any file."""
+    d = tmp_path / "d"
+    f = write_arrow(d / "a.parquet", 0, n=1_000)
+    key = "spark.sql.files.maxRecordsPerFile"
+    old = spark.conf.get(key)
+    try:
+        assert run_job(spark, "--input", d, "--in-place", "--dry-run", "--conf", f"{key}=77") == 0
+        assert spark.conf.get(key) == "77"
+    finally:
+        spark.conf.set(key, old)
+    before = f.read_bytes()
+    for setting in ("spark.sql.catalogImplementation=hive", "spark.executor.memory=3g"):
+        for given in (spark, None):  # given, or found running (a notebook's) and reused
+            capsys.readouterr()
+            argv = ["--input", str(d), "--in-place", "--conf", setting]
+            assert main(argv, spark=given) == 2, (setting, given)
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and f"--conf {setting} cannot apply" in err, err
     assert f.read_bytes() == before
+    assert main(["--input", str(d), "--in-place", "--dry-run", "--conf", "spark.sql.shuffle.partitions=2"]) == 0
 
 
 # --------------------------------------------------------------------------- --table
@@ -821,6 +975,93 @@ def test_catalog_table(spark, dataset, tmp_path):
         # the job changed the table's files under the session's cached file listing
         assert spark.table(name).where(f"k = {probe}").count() == 1
         assert spark.table(name).count() == len(firsts) * ROWS
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+class _SqlOnly:
+    """A session as Spark Connect offers it: SQL and the catalog API, no JVM behind it."""
+
+    def __init__(self, spark) -> None:
+        self.sql, self.catalog = spark.sql, spark.catalog
+
+
+def catalog_path(location: str) -> Path:
+    assert location.startswith("file:/"), location
+    return Path(location[len("file:"):])
+
+
+def test_catalog_partitions_wherever_they_live(spark, tmp_path, caplog):
+    """A partitioned catalog table is read as Spark reads it: the files of every partition the
+    catalog lists, one added with a LOCATION outside the table root included, and nothing from
+    a folder below the root that is no partition; --output mirrors the table's partitions."""
+    root = tmp_path / "wh" / "events"
+    name = "default.pageindex_job_partitions"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} (k BIGINT, v DOUBLE, s STRING, day INT) USING parquet "
+              f"PARTITIONED BY (day) LOCATION '{root}'")
+    try:
+        inside = [write_arrow(root / f"day={d}" / "part-00000.parquet", d * ROWS, n=4_000) for d in (1, 2)]
+        outside = write_arrow(tmp_path / "elsewhere" / "d3" / "part-00000.parquet", 3 * ROWS, n=4_000)
+        stray = write_arrow(root / "day=9" / "part-00000.parquet", 9 * ROWS, n=4_000)
+        spark.sql(f"ALTER TABLE {name} ADD PARTITION (day=1) PARTITION (day=2)")
+        spark.sql(f"ALTER TABLE {name} ADD PARTITION (day=3) LOCATION '{outside.parent}'")
+        described = catalog.describe(spark, name)
+        assert [(p.spec_path, catalog_path(p.location)) for p in described.partitions] == [
+            ("day=1", root / "day=1"), ("day=2", root / "day=2"), ("day=3", outside.parent)]
+        # without a JVM (Spark Connect) the same answer from SHOW PARTITIONS and DESCRIBE
+        assert catalog.describe(_SqlOnly(spark), name) == described
+        three_parts = catalog.describe(spark, f"spark_catalog.{name}")
+        assert (three_parts.location, three_parts.partitions) == (described.location, described.partitions)
+        query = f"SELECT day, count(*) AS n, sum(k) AS total FROM {name} GROUP BY day ORDER BY day"
+        rows_before = [tuple(r) for r in spark.sql(query).collect()]
+        assert [r[0] for r in rows_before] == [1, 2, 3]
+        stray_before = snapshot(stray.parent)
+
+        out = tmp_path / "copy"
+        assert run_job(spark, "--table", name, "--output", out) == 0
+        assert set(all_files(out)) == {"day=1/part-00000.parquet", "day=2/part-00000.parquet",
+                                       "day=3/part-00000.parquet"}
+        copied = spark.read.parquet(str(out)).groupBy("day").count().orderBy("day").collect()
+        assert [(r["day"], r["count"]) for r in copied] == [(d, 4_000) for d in (1, 2, 3)]
+
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="pageindex.job.spark"):
+            assert run_job(spark, "--table", name, "--in-place") == 0
+        assert any(re.fullmatch(rf"found 3 files \(\d+ bytes\) in 3 partitions of table {name}", m)
+                   for m in caplog.messages), caplog.messages
+        for f in [*inside, outside]:
+            md = pq.ParquetFile(f).metadata
+            assert md.row_group(0).column(0).has_column_index, f
+        assert snapshot(stray.parent) == stray_before
+        assert [tuple(r) for r in spark.sql(query).collect()] == rows_before
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def _planned_bytes(spark, name: str) -> int:
+    """The size Spark's plan gives the table: the sum of the file lengths in its cached listing."""
+    plan = spark.table(name)._jdf.queryExecution().optimizedPlan()
+    return int(str(plan.stats().sizeInBytes()))  # a Scala BigInt (py4j may hand it over as int)
+
+
+def test_in_place_refreshes_spark_cache_of_the_table(spark, tmp_path):
+    """Spark caches a table's file listing, lengths included (its plans' statistics come from
+    it); an in-place run changes every file's length under it, and REFRESH TABLE (run by the
+    job) makes the session list the files anew."""
+    root = tmp_path / "plain"
+    files = [write_arrow(root / f"part-0000{i}.parquet", i * 4_000, n=4_000) for i in range(2)]
+    name = "default.pageindex_job_refresh"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} USING parquet LOCATION '{root}'")
+    try:
+        assert spark.table(name).where("k = 1234").count() == 1
+        assert _planned_bytes(spark, name) == sum(f.stat().st_size for f in files)
+        assert run_job(spark, "--table", name, "--in-place", "--dry-run") == 0
+        assert run_job(spark, "--table", name, "--in-place") == 0
+        assert _planned_bytes(spark, name) == sum(f.stat().st_size for f in files)
+        assert all(pq.ParquetFile(f).metadata.row_group(0).column(0).has_column_index for f in files)
+        assert spark.table(name).where("k = 1234").count() == 1
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 

@@ -963,9 +963,9 @@ def test_cli_json(io_files):
     assert io["columns"]["k"]["pages_read"] < io["columns"]["k"]["pages_total"] / 10
 
 
-def test_cli_bad_where_exits_1_with_message(io_files):
+def test_cli_bad_where_exits_2_with_message(io_files):
     run = _cli(io_files["plain"], "--where", "k = 1 OR k = 2")
-    assert run.returncode == 1 and run.stdout == ""
+    assert run.returncode == 2 and run.stdout == ""  # usage
     assert "Traceback" not in run.stderr
     assert re.search(r"PredicateError.*(OR|AND)", run.stderr), run.stderr
 
@@ -990,7 +990,7 @@ def test_cli_errors(io_files, capsys, args, match):
     if match is None:
         assert code == 0 and json.loads(out)["num_rows"] == 1
         return
-    assert code == 1
+    assert code == 2  # usage
     assert re.search(match, err), err
 
 

@@ -247,7 +247,8 @@ def test_cli_sample_is_mixed():
 def test_cli_refuses_bad_file(cli_runs, runs, src):
     proc = cli_runs.procs[src]
     assert proc.returncode >= 0, f"killed by signal {-proc.returncode}:\n{proc.stderr[-3000:]}"
-    assert proc.returncode == 1, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    # malformed, unsupported or encrypted: no retry mends it
+    assert proc.returncode == 3, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     expected_type = runs.files[src].outcome["dst"].get("type")
     assert expected_type and expected_type in proc.stderr, proc.stderr
@@ -260,7 +261,7 @@ def test_cli_refuses_bad_file(cli_runs, runs, src):
 def test_spark_job_over_every_bad_file(spark, tmp_path):
     """The Spark job over all bad_input and encrypted files at once, in place: it finishes (no
     worker dies), every file gets a record within a bounded time, refused files are reported
-    failed (or skipped when they are not Parquet at all) with a typed reason, exit code 1, and
+    failed (or skipped when they are not Parquet at all) with a typed reason, exit code 3, and
     no file is changed except the three valid ones, which are indexed."""
     import json
 
@@ -276,7 +277,7 @@ def test_spark_job_over_every_bad_file(spark, tmp_path):
     before = {p: _sha(Path(p)) for p in names}
     report = tmp_path / "report.jsonl"
     code = main(["--input", str(root), "--in-place", "--report", str(report)], spark=spark)
-    assert code == 1
+    assert code == 3  # every failure is in the files' bytes: nothing for a retry to mend
     records = {r["path"]: r for r in map(json.loads, report.read_text().splitlines())}
     assert set(records) == set(names)
     for path, rec in records.items():

@@ -209,7 +209,8 @@ def test_in_place_rewrite_before_the_scan_is_reported_changed(made, tmp_path, mo
 
 
 def test_cli_reports_rewrite_as_changed(made, tmp_path, monkeypatch):
-    """The CLI's own report of the refusal: exit 1, "changed", no traceback (the rewrite is
+    """The CLI's own report of the refusal: exit 3 (another writer owns the file now: not for a
+    retry of this run to redo), "changed", no traceback (the rewrite is
     made inside the run, deterministically, by holding the library at its commit)."""
     path = tmp_path / "data.parquet"
     path.write_bytes(made.original)
@@ -231,7 +232,7 @@ def test_cli_reports_rewrite_as_changed(made, tmp_path, monkeypatch):
             break
     rest, _ = proc.communicate(timeout=120)
     out = "".join(lines) + rest
-    assert proc.returncode == 1, out
+    assert proc.returncode == 3, out
     assert f"pageindex: error: {path}: changed: ConcurrentModificationError: file changed" in out, out
     assert "Traceback" not in out
     assert path.read_bytes() == expected

@@ -179,11 +179,12 @@ def test_local_job_exit_codes(tmp_path):
     proc = wrapper("--input", str(data), env=_local_env(), cwd=tmp_path, timeout=300)
     assert proc.returncode == 2, proc.stderr[-4000:]
 
-    # one file fails, --max-failures 0: exit 1, the good file is still indexed, the report says why
+    # one file fails (malformed: no retry mends it), --max-failures 0: exit 3, the good file is
+    # still indexed, the report says why
     out, report = tmp_path / "out", tmp_path / "report.jsonl"
     proc = wrapper("--input", str(data), "--output", str(out), "--report", str(report),
                    "--target-task-bytes", "1m", env=_local_env(), cwd=tmp_path, timeout=300)
-    assert proc.returncode == 1, proc.stderr[-4000:]
+    assert proc.returncode == 3, proc.stderr[-4000:]
     rows = {Path(r["path"]).name: r["status"] for r in map(json.loads, report.read_text().splitlines())}
     assert rows == {"good.parquet": "indexed", "bad.parquet": "failed"}
     meta = pq.ParquetFile(out / "good.parquet").metadata

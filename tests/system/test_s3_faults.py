@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,7 +51,7 @@ from tests.helpers.fault_proxy import (
     forward_all,
     permanent,
 )
-from tests.helpers.paths import HELPERS_DIR
+from tests.helpers.paths import HELPERS_DIR, REPO_ROOT
 
 FAULTS = ("503", "500", "drop", "drop_after", "truncate")
 BOTOCORE_ATTEMPTS = 9  # retries.max_attempts=8 retries after the first attempt
@@ -540,3 +542,32 @@ def test_job_permanent_faults_reported_failed(s3_job_spark, sources, proxy, s3fs
     assert _uploads(s3h.boto3_client(s3_server), s3_bucket) == []
     assert 1 < attempts <= _attempts_bound(action) and elapsed < 300
     assert bad["status"] == "failed" and bad["reason"].startswith("StorageError"), bad
+    assert bad["retryable"] is True  # so the exit code is 1: a scheduler retries
+
+
+# ---------------------------------------------------------------- exit codes
+
+def test_cli_exit_code_for_a_storage_failure(sources, proxy, s3fs_fs, s3_bucket, tmp_path):
+    """A file the store keeps failing (every GetObject 503) fails with a StorageError a retry
+    may mend: exit 1, even beside a malformed file (which alone exits 3: test_cli.py). The
+    backoff sleeps are scaled to 1% (tests/helpers/backoff_site)."""
+    key = f"{s3_bucket}/data/small.parquet"
+    s3fs_fs.pipe(key, sources.small.original)
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\0" * 200 + b"PAR1")
+    proxy.reset(permanent("503", operations={"GetObject"}, path_contains="/small.parquet"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BACKOFF_SITE), str(REPO_ROOT)]),
+           "PAGEINDEX_TEST_BACKOFF_SCALE": "0.01"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pageindex", "retrofit", "--json", f"s3://{key}", str(bad),
+         "--s3-endpoint-url", proxy.endpoint, "--s3-transport", "fsspec"],
+        capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600, check=False)
+    assert proc.returncode == 1, proc.stderr
+    records = {r["path"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    stored = records[f"s3://{key}"]
+    assert stored["status"] == "failed" and stored["reason"].startswith("StorageError"), stored
+    assert stored["retryable"] is True and records[str(bad)]["retryable"] is False
+    assert proxy.stats.count("GetObject", "503") > 1
+    proxy.reset(forward_all)
+    s3fs_fs.invalidate_cache()
+    assert s3fs_fs.cat_file(key) == sources.small.original
