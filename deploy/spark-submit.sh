@@ -120,13 +120,7 @@ import sys
 try:
     from pageindex.job.config import check_argv
 except ImportError:
-    try:  # a checkout whose job has no check_argv yet: its parser answers --help and usage errors
-        from pageindex.job.spark import parser
-    except ImportError:
-        sys.exit(100)
-    def check_argv(argv):
-        parser().parse_args(argv)
-        return 0
+    sys.exit(100)
 sys.exit(check_argv(sys.argv[1:]))
 PY
 }

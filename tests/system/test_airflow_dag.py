@@ -14,7 +14,6 @@ pyspark package's spark-submit (local[2]).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -326,9 +325,6 @@ def test_real_job_nights_and_mapped_roots(airflow_python, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(importlib.util.find_spec("pageindex.job.config") is None, strict=True,
-                   reason="the job exits 3 for unmendable files from pageindex.job.config's version on; "
-                          "before it, a corrupt file exits 1 and is retried")
 def test_real_job_corrupt_file_fails_without_retry(airflow_python, tmp_path):
     """A corrupt file: the job exits 3, the task fails on its first try, never up_for_retry, with
     the job's summary in its error."""
