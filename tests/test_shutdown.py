@@ -33,9 +33,12 @@ def test_leave_flushes_runs_exit_handlers_and_keeps_the_code():
 
 def test_every_entry_point_leaves_through_shutdown():
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"pageindex": "pageindex.cli:console", "pageindex-job": "pageindex.job.spark:console"}
+    # pageindex-deploy only copies files with the standard library: no Arrow thread pool to skip.
+    assert scripts == {"pageindex": "pageindex.cli:console", "pageindex-job": "pageindex.job.spark:console",
+                       "pageindex-deploy": "pageindex.deploy:console"}
     for path in ("pageindex/__main__.py", "jobs/retrofit_job.py", "pageindex/cli.py", "pageindex/job/spark.py"):
         assert "leave(stops_cleanly(main)(" in (REPO_ROOT / path).read_text(), path
+    assert "console()" in (REPO_ROOT / "pageindex/job/__main__.py").read_text()
 
 
 def _temporaries(directory: Path) -> list[str]:
