@@ -496,7 +496,7 @@ def test_directory_mirrored_to_output(tree, tmp_path):
         assert keys(out / rel) == keys(tree / rel) and indexed(out / rel)
     assert {rel: state(tree / rel) for rel in files_below(tree)} == before, "an input changed"
     assert [json.loads(line) for line in report.read_text().splitlines()] == records
-    assert "pageindex retrofit: 5 files" in proc.stderr and re.search(r"skipped\s+1 files", proc.stderr)
+    assert "pageindex retrofit: 5 files" in proc.stderr and re.search(r"skipped\s+1 file ", proc.stderr)
 
 
 def test_jobs_2_writes_what_jobs_1_writes(tree, tmp_path):
@@ -514,7 +514,7 @@ def test_one_corrupt_file_fails_the_run_not_the_others(tree, tmp_path):
     report = tmp_path / "run.parquet"
     proc = ok(run_cli("retrofit", tree, "--jobs", "2", "--report", report), code=3)
     assert f"pageindex: error: {bad}: failed: MalformedFileError" in proc.stderr
-    assert re.search(r"failed\s+1 files", proc.stdout) and re.search(r"indexed\s+4 files", proc.stdout)
+    assert re.search(r"failed\s+1 file ", proc.stdout) and re.search(r"indexed\s+4 files", proc.stdout)
     assert state(bad) == bad_before
     for rel in DATA:
         assert indexed(tree / rel) and keys(tree / rel)[0] == DATA.index(rel) * 10_000

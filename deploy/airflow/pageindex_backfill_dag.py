@@ -265,7 +265,7 @@ def job_summary(lines: Any) -> str:
     """The job's own last words from spark-submit's output tail: from its summary's first line on,
     or else its error lines."""
     lines = [str(line) for line in (lines or ())]
-    starts = [i for i, line in enumerate(lines) if re.match(r"pageindex job: \d+ files", line)]
+    starts = [i for i, line in enumerate(lines) if re.match(r"pageindex job: \d+ files? in ", line)]
     if starts:
         return "\n".join(lines[starts[-1]:])
     return "\n".join(line for line in lines if "error" in line.lower()) or "(no summary in the output)"
@@ -343,7 +343,7 @@ data pages. Each try writes its own report:
 | 0 | every file ended well (or failures within `max_failures`) | success |
 | 1 | a failure a retry may mend (storage, throttling, lost executors, Spark) | fails, **retried** (2 retries, 10 min doubling, at most 1 h) |
 | 2 | usage or configuration (nothing was changed) | fails **at once** |
-| 3 | files no retry can mend (malformed, unsupported, changed underneath) | fails **at once**, summary in the message |
+| 3 | files no retry can mend (malformed, unsupported, encrypted) | fails **at once**, summary in the message |
 
 In cluster deploy mode spark-submit does not pass the job's code through: every failure is retried.
 Scheduled runs take their params from the Variable `pageindex_backfill_params`

@@ -93,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
                    help="remove what dead attempts left older than this (default 3600): temporaries, "
                         "before each file; S3 multipart uploads of a file in place, when it is found "
-                        "already indexed (see the README, Object storage)")
+                        "already indexed (see docs/object-storage.md)")
     return p
 
 

@@ -74,8 +74,8 @@ def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bloom-filter", default=NONE, metavar="COLUMNS|auto|none",
                         help="add a split block bloom filter to the chunks of these comma-separated "
                              "columns (a list or map by its own name), or of the columns where one "
-                             "pays (auto; see the README), or none (default); a file without a named "
-                             "column is indexed without its filter, with a note")
+                             "pays (auto; see docs/bloom-filters.md), or none (default); a file "
+                             "without a named column is indexed without its filter, with a note")
     parser.add_argument("--bloom-fpp", type=float, default=DEFAULT_FPP, metavar="P", action=_BloomTuning,
                         help=f"with --bloom-filter: the filters' false positive rate (default {DEFAULT_FPP})")
     parser.add_argument("--bloom-max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",

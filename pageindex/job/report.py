@@ -88,15 +88,22 @@ def format_size(n: float) -> str:
     return f"{n} B"
 
 
+def file_noun(n: int) -> str:
+    """"file" for one, else "files". The summary's first line reads `TITLE: N file(s) in ...`:
+    the Airflow DAG finds the job's summary in spark-submit's output by it."""
+    return "file" if n == 1 else "files"
+
+
 def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageindex job") -> str:
     counts = Counter(r["status"] for r in records)
     sizes: dict[str, int] = defaultdict(int)
     for r in records:
         sizes[r["status"]] += r["bytes_in"]
-    lines = [f"{title}: {len(records)} files in {seconds:.1f}s"]
+    lines = [f"{title}: {len(records)} {file_noun(len(records))} in {seconds:.1f}s"]
     for status in Status:
         if counts[status]:
-            lines.append(f"  {status:<16} {counts[status]:>8} files {format_size(sizes[status]):>12}")
+            n = counts[status]
+            lines.append(f"  {status:<16} {n:>8} {file_noun(n):<5} {format_size(sizes[status]):>12}")
     written = [r for r in records if r["status"] in WRITTEN]
     pages = sum(r["pages"] for r in written)
     read = sum(r["bytes_read"] for r in records)

@@ -2,8 +2,11 @@
 so many nights' reports read back as one table in pyarrow and in Spark."""
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,9 +14,10 @@ import pytest
 
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import failed_record
-from pageindex.job.report import REPORT_SCHEMA, write_report
+from pageindex.job.report import REPORT_SCHEMA, summary, write_report
 from pageindex.job.spark import main
 from pageindex.retrofit import Status
+from tests.helpers.paths import REPO_ROOT
 
 JSON_COLUMNS = ("without_column_index_reasons", "page_stats_fallback_reasons", "violations", "notes")
 
@@ -98,3 +102,27 @@ def test_spark_reads_many_nights_reports_together(spark, tmp_path):
     assert sorted(str(r.pop("run_date")) for r in got) == ["2026-06-01", "2026-06-02", "2026-06-02",
                                                             "2026-06-04", "2026-06-04"]
     assert sorted(got, key=lambda r: r["path"]) == sorted(expected, key=lambda r: r["path"])
+
+
+def _dag_job_summary():
+    """The DAG's job_summary, compiled alone from its source (the DAG module imports Airflow,
+    which this venv lacks)."""
+    source = (REPO_ROOT / "deploy" / "airflow" / "pageindex_backfill_dag.py").read_text()
+    [node] = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "job_summary"]
+    scope: dict[str, Any] = {"re": re, "Any": Any}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), "pageindex_backfill_dag.py", "exec"), scope)
+    return scope["job_summary"]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_summary_counts_files_in_words_and_the_dag_finds_it(n):
+    records = [failed_record(InputFile(f"/d/{i}.parquet", 10, f"{i}.parquet"), None, "bad magic")
+               for i in range(n)]
+    text = summary(records, 0.5)
+    noun = "file" if n == 1 else "files"
+    first, by_status = text.splitlines()[:2]
+    assert first == f"pageindex job: {n} {noun} in 0.5s"
+    assert re.fullmatch(rf"  failed +{n} {noun} +{10 * n} B", by_status), by_status
+    # spark-submit's output tail: the DAG keeps the job's summary from its first line on
+    tail = ["[pageindex] found some files", "an error before", *text.splitlines()]
+    assert _dag_job_summary()(tail) == text

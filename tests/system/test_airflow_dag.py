@@ -53,7 +53,7 @@ echo >> "$FAKE_SPARK_LOG"
 code=0
 for a in "$@"; do case "$a" in spark.fake.exit=*) code="${a#spark.fake.exit=}" ;; esac; done
 echo "pageindex job: 2 files in 0.5s"
-echo "  failed                  1 files        4.0 KiB"
+echo "  failed                  1 file         4.0 KiB"
 echo "  failures by reason:"
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do
     echo "         1  failed: reason $i"
@@ -221,7 +221,7 @@ def test_exit_1_is_retried_2_and_3_fail_at_once_with_the_summary(fake):
     assert "usage or configuration error (exit 2)" in usage_log and "not retrying" in usage_log
     assert "no retry can mend (exit 3)" in unmendable_log
     # the job's whole summary is in the task's error, not only in the lines logged before it
-    summary = "not retrying.\npageindex job: 2 files in 0.5s\nfailed                  1 files        4.0 KiB"
+    summary = "not retrying.\npageindex job: 2 files in 0.5s\nfailed                  1 file         4.0 KiB"
     assert "AirflowFailException" in unmendable_log and summary in unmendable_log
     assert "reason 25\n1  failed: NotParquetError: bad magic" in unmendable_log
     assert "AirflowFailException" not in fake["logs"][1]
@@ -338,7 +338,7 @@ def test_real_job_corrupt_file_fails_without_retry(airflow_python, tmp_path):
     [broken] = result["runs"]
     assert broken["waited"] is None, broken
     assert states(broken) == {("retrofit", -1): ("failed", 1)}, logs[0][-6000:]
-    assert "no retry can mend (exit 3)" in logs[0] and "pageindex job: 1 files" in logs[0]
+    assert "no retry can mend (exit 3)" in logs[0] and "pageindex job: 1 file in " in logs[0]
     [row] = pq.read_table(prefix / run_date_dir(broken) / f"{safe(broken['run_id'])}-try1.parquet").to_pylist()
     assert (row["path"], row["status"], row["retryable"]) == (str(corrupt), "failed", False)
 

@@ -31,7 +31,8 @@ BUILD_VENV = SideVenv(Path(os.environ.get("PAGEINDEX_BUILD_VENV", REPO_ROOT / ".
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md",
            "pageindex", "jobs", "deploy")
 # The installed package's commands, each asked for its help.
-ENTRY_POINTS = (("pageindex", "--help"), ("pageindex-job", "--help"), ("pageindex-deploy", "--help"))
+ENTRY_POINTS = (("pageindex", "--help"), ("pageindex-job", "--help"), ("pageindex-deploy", "--help"),
+                ("python", "-m", "pageindex", "--help"), ("python", "-m", "pageindex.job", "--help"))
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 300) -> str:
@@ -110,7 +111,7 @@ def test_wheel_metadata_and_contents(dist):
     assert not any(n.startswith(("tests/", "bench/", "jobs/", "deploy/")) for n in names)
 
 
-@pytest.mark.parametrize("command", ENTRY_POINTS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", ENTRY_POINTS, ids=lambda c: " ".join(c[:-1]))
 def test_entry_points_run_from_the_wheel(venv, tmp_path, command):
     out = run([venv / "bin" / command[0], *command[1:]], cwd=tmp_path, env=clean_env(venv))
     assert "usage:" in out
