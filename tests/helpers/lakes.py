@@ -82,6 +82,25 @@ def mixed_tree(root: Path) -> dict[str, str]:
             "day=2/NOTES.txt": "not parquet"}
 
 
+def check_mirror(root: Path, out: Path, layout: dict[str, str], before: dict[str, bytes],
+                 records: dict[str, dict]) -> None:
+    """`out` is a complete mirror of the `mixed_tree` at `root`: inputs untouched, every input
+    file there and nothing else, indexed files readable as their originals, the others identical
+    copies; each record names the file written and its size."""
+    assert snapshot(root) == before
+    assert set(snapshot(out)) == set(layout), "every input file is in the mirror, nothing else"
+    for rel, what in layout.items():
+        record, copy = records[(root / rel).as_posix()], out / rel
+        assert record["output"] == str(copy) and record["bytes_out"] == copy.stat().st_size, record
+        if what == "index":
+            assert record["status"] == "indexed"
+            assert pq.read_table(copy).equals(pq.read_table(root / rel))
+            assert pq.ParquetFile(copy).metadata.row_group(0).column(0).has_column_index
+        else:
+            assert record["status"] == ("already_indexed" if what == "indexed" else "skipped")
+            assert copy.read_bytes() == before[rel], f"{rel} is not an identical copy"
+
+
 def evolved(first: int, new_columns: bool) -> pa.Table:
     """Rows of a lake whose schema gained `b` (int64) and `lst` (a list of int64) over time, and
     whose `flag` is a boolean."""

@@ -86,18 +86,7 @@ def test_copy_unchanged_writes_a_complete_mirror(spark, tmp_path):
     before = lakes.snapshot(root)
     out, path = tmp_path / "mirror", tmp_path / "r.jsonl"
     assert run_job(spark, "--input", root, "--output", out, "--copy-unchanged", "--report", path) == 0
-    assert lakes.snapshot(root) == before
-    assert set(lakes.snapshot(out)) == set(layout)
-    recs = report(path)
-    for rel, what in layout.items():
-        record, copy = recs[(root / rel).as_posix()], out / rel
-        assert record["output"] == str(copy) and record["bytes_out"] == copy.stat().st_size, record
-        if what == "index":
-            assert record["status"] == "indexed"
-            assert pq.read_table(copy).equals(pq.read_table(root / rel))
-            assert pq.ParquetFile(copy).metadata.row_group(0).column(0).has_column_index
-        else:
-            assert copy.read_bytes() == before[rel]
+    lakes.check_mirror(root, out, layout, before, report(path))
 
 
 def test_without_copy_unchanged_records_name_only_what_was_written(spark, tmp_path):
