@@ -176,7 +176,8 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
                          truncate_length=args.truncate_length,
                          trust_page_stats=args.trust_page_stats, storage_options=args.storage_options,
                          bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
-                         bloom_max_bytes=args.bloom_max_bytes, verify_existing=args.verify_existing)
+                         bloom_max_bytes=args.bloom_max_bytes, verify_existing=args.verify_existing,
+                         chunk_statistics=not args.keep_chunk_statistics)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
     records = []
@@ -400,6 +401,9 @@ def parser() -> argparse.ArgumentParser:
                    help="check an existing page index against the data before keeping it, and rebuild "
                         "it if wrong (status repaired); indexes that are structurally impossible or from "
                         "writers known to write wrong ones are always checked")
+    r.add_argument("--keep-chunk-statistics", action="store_true",
+                   help="leave every column chunk's statistics as they are (by default a chunk without "
+                        "bounds readers can use gets its page index's exact bounds)")
     r.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
     r.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (much faster; "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Iterator
 
@@ -19,7 +19,9 @@ from pageindex.index.bloom.columns import choose
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
+from pageindex.index.chunk_stats import NewStatistics, new_statistics
 from pageindex.index.marker import is_fully_indexed, marker_value
+from pageindex.index.original import kept_prefix, with_moved_filters
 from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
@@ -33,7 +35,7 @@ from pageindex.io.commit import (
     cleanup_point,
 )
 from pageindex.io.storage import Source, resolve
-from pageindex.verify import verify_source
+from pageindex.verify import CHUNK_STATISTICS, verify_source
 from pageindex.version import __version__
 
 __all__ = ["ChunkReport", "NoSkipping", "RetrofitResult", "Status", "Violation", "retrofit"]
@@ -124,8 +126,11 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
              trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0,
              bloom_filter: str | list[str] | tuple[str, ...] = "none", bloom_fpp: float = DEFAULT_FPP,
              bloom_max_bytes: int = DEFAULT_MAX_BYTES, verify_existing: bool = False,
-             ahead: OpenAhead | None = None) -> RetrofitResult:
+             ahead: OpenAhead | None = None, chunk_statistics: bool = True) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
+    The output is the original file, byte for byte and its footer included, then the new index
+    blocks and footer: a reader that learned the old length still reads the old file. A rerun
+    replaces what an earlier retrofit appended (index.original), so the file does not grow.
 
     filesystem: the fsspec filesystem of src, and of dst unless dst_filesystem is given (by default
     each path's own, from its URL).
@@ -149,6 +154,10 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     when its writer is known to write wrong indexes. A wrong index is rebuilt: status REPAIRED.
     ahead: `src` already being opened (the job opens a task's next file while it processes the
     current one); taken instead of opening src, its error raised as opening src would raise it.
+    chunk_statistics: give chunks that readers could not prune row groups on min_value/max_value
+    (index.chunk_stats: deprecated bounds a declared order would hide, else the exact bounds of
+    the new ColumnIndex); False leaves every chunk's statistics as they are, except bounds a
+    repair found wrong (they would drop rows): those are always replaced.
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
@@ -176,10 +185,16 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                                notes=chosen.notes)
         if dst is None:
             dst_fs, dst_path = source.fs, source.path
-        pending = None if dry_run else begin_commit(source, footer.footer_start, dst_path, dst_fs)
+        kept = kept_prefix(source, footer, plan)
+        pending = None if dry_run else begin_commit(source, kept.length, dst_path, dst_fs)
         with _undone_on_failure(source, pending):
             indexes, reports = compute_indexes(source, footer, plan, truncate_length)
-            tail = build_tail(footer, indexes, marker_value(__version__, truncate_length, trust_page_stats, bloom))
+            with_moved_filters(source, kept, indexes)
+            wrong = frozenset((v.row_group, v.column) for v in violations if v.check == CHUNK_STATISTICS)
+            statistics = new_statistics(footer, plan, indexes, chunk_statistics, wrong)
+            reports = _with_statistics_reported(footer, reports, statistics)
+            marker = marker_value(__version__, truncate_length, trust_page_stats, bloom, kept.length, chunk_statistics)
+            tail = build_tail(footer, indexes, marker, kept.length, {k: v.stats for k, v in statistics.items()})
             if pending is not None:
                 pending.finish(tail)
         if violations:
@@ -187,7 +202,15 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
         else:
             status = Status.DRY_RUN if dry_run else Status.INDEXED
         return _result(src, None if dry_run else dst or src, status, source, footer,
-                       footer.footer_start + len(tail), tuple(reports), started, violations, chosen.notes)
+                       kept.length + len(tail), tuple(reports), started, violations, chosen.notes)
+
+
+def _with_statistics_reported(footer: Footer, reports: list[ChunkReport],
+                              statistics: dict[tuple[int, int], NewStatistics]) -> list[ChunkReport]:
+    """Each chunk's report, saying how its statistics changed, if they did."""
+    how = {(rg, footer.leaves[col].dotted): new.how for (rg, col), new in statistics.items()}
+    return [replace(r, statistics=how[(r.row_group, r.column)]) if (r.row_group, r.column) in how else r
+            for r in reports]
 
 
 def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool) -> tuple[Violation, ...]:

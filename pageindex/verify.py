@@ -1,6 +1,6 @@
 """Verify: check an existing page index (any writer's) against the data: page locations, row
 boundaries, bounds holding every value, exact null counts, boundary order; bloom filters consistent
-and holding every value.
+and holding every value; the chunk's min_value/max_value holding every value.
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pageindex.errors import PageIndexError
 from pageindex.format.collector import collector_paused
 from pageindex.format.column_order import Order, order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
-from pageindex.format.parquet_thrift import Type
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, Statistics, Type
+from pageindex.format.thrift import Struct
 from pageindex.index.bloom.blob import BloomFilter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.builder import Refusal, page_bounds, unencoded_bytes
@@ -32,6 +33,8 @@ from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
 from pageindex.scan.memory import release_memory
 
 NO_TRUNCATION = 1 << 62
+# The check a wrong chunk min_value/max_value is reported under (retrofit's repair rewrites them).
+CHUNK_STATISTICS = "chunk statistics"
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def _verify_chunk(source: Source, footer: Footer, chunk: ChunkMeta, order: Order
         elif not order.indexable:
             fail(None, "column order", f"ColumnIndex present but {order.reason}")
         elif scan.values is not None:
-            _check_column_index(chunk, order, scan, ci, fail)
+            _check_column_index(chunk, order, scan, ci, fail, _statistics(footer, chunk))
     if bloom is not None and scan.values is not None:
         _check_bloom(chunk, scan.values, bloom, fail)
     return out, len(scan.pages.pages)
@@ -162,7 +165,30 @@ def _check_offset_index(scan: ChunkScan, oi: OffsetIndexView, fail) -> None:
                 fail(i, "unencoded_byte_array_data_bytes", f"index says {said}, data has {int(real)}")
 
 
-def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: ColumnIndexView, fail) -> None:
+def _statistics(footer: Footer, chunk: ChunkMeta) -> Struct | None:
+    cc = footer.metadata.get(FileMetaData.ROW_GROUPS).items[chunk.row_group].get(RowGroup.COLUMNS).items[chunk.column]
+    stats = cc.get(ColumnChunk.META_DATA).get(ColumnMetaData.STATISTICS)
+    return stats if isinstance(stats, Struct) else None
+
+
+def _check_chunk_bounds(chunk: ChunkMeta, order: Order, stats: Struct | None, keys_min: tuple, keys_max: tuple,
+                        fail) -> None:
+    """The chunk's min_value/max_value, which readers prune row groups on, hold every value (a
+    bound they cannot decode, or NaN, readers ignore: not checked)."""
+    lows, highs = [k for k in keys_min if k is not None], [k for k in keys_max if k is not None]
+    if stats is None or not lows:
+        return
+    for field_id, name, want, wrong in ((Statistics.MIN_VALUE, "min_value", min(lows), lambda k, w: k > w),
+                                        (Statistics.MAX_VALUE, "max_value", max(highs), lambda k, w: k < w)):
+        raw = stats.get(field_id)
+        key = comparable(chunk.leaf, order, raw) if isinstance(raw, bytes) else None
+        if key is not None and not _nan(key) and wrong(key, want):
+            side = "above the chunk's smallest" if name == "min_value" else "below the chunk's largest"
+            fail(None, CHUNK_STATISTICS, f"{name} is {side} value")
+
+
+def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: ColumnIndexView, fail,
+                        stats: Struct | None = None) -> None:
     leaf, levels = chunk.leaf, scan.levels
     for i, (is_null, defined) in enumerate(zip(ci.null_pages, levels.defined)):
         if bool(is_null) != (defined == 0):
@@ -179,6 +205,7 @@ def _check_column_index(chunk: ChunkMeta, order: Order, scan: ChunkScan, ci: Col
     if isinstance(actual, Refusal):
         fail(None, "NaN", f"ColumnIndex present but {actual.reason}")
         return
+    _check_chunk_bounds(chunk, order, stats, actual.keys_min, actual.keys_max, fail)
     if actual.nan_counts is not None and ci.nan_counts is not None and tuple(ci.nan_counts) != actual.nan_counts:
         fail(None, "nan_counts", f"index says {list(ci.nan_counts)}, data has {list(actual.nan_counts)}")
     keyed = []

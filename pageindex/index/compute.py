@@ -41,6 +41,7 @@ class ChunkReport:
     bloom_filter: int = 0  # bytes of the bloom filter written (header + bitset), 0 for none
     bloom_ndv: int = 0  # distinct values inserted into it, estimated from its set bits before folding
     fallback: str = ""  # why it was decoded exactly though page-header statistics were trusted (a Fallback)
+    statistics: str = ""  # chunk statistics changed in the new footer: "copied", "filled", "replaced" (index.chunk_stats)
 
 
 Computed = tuple[ChunkIndexes, ChunkReport]

@@ -13,17 +13,37 @@ from pageindex.index.bloom.options import AUTO, NONE, BloomOptions
 MARKER_KEY = "pageindex"
 
 
+ORIGINAL_LENGTH = "original_length"
+
+
 def marker_value(version: str, truncate_length: int, trust_page_stats: bool = False,
-                 bloom: BloomOptions = BloomOptions()) -> str:
+                 bloom: BloomOptions = BloomOptions(), original_length: int | None = None,
+                 chunk_statistics: bool = True) -> str:
     """What the key-value entry records: no timestamp, so output stays deterministic. Options
     left at what earlier versions always used (no trusted statistics, no filters) are not
-    written, so such files keep the bytes they had."""
+    written, so such files keep the bytes they had. original_length: where the file as it was
+    before any retrofit ends (its own footer kept), so that a rerun replaces only what follows.
+    chunk_statistics=False (statistics left untouched) is written as chunk_statistics=kept."""
     fields = [f"version={version}", f"truncate_length={truncate_length}"]
     if trust_page_stats:
         fields.append("trust_page_stats=true")
     if bloom.columns != NONE:
         fields += [f"bloom_filter={_bloom_spec(bloom)}", f"bloom_fpp={bloom.fpp!r}", f"bloom_max_bytes={bloom.max_bytes}"]
+    if not chunk_statistics:
+        fields.append("chunk_statistics=kept")
+    if original_length is not None:
+        fields.append(f"{ORIGINAL_LENGTH}={original_length}")
     return ";".join(fields)
+
+
+def recorded_original_length(footer: Footer) -> int | None:
+    """The original length our marker records, if it records one (older versions did not)."""
+    value = footer.key_value(MARKER_KEY)
+    for item in (value or "").split(";"):
+        key, _, number = item.partition("=")
+        if key == ORIGINAL_LENGTH and number.isascii() and number.isdigit():
+            return int(number)
+    return None
 
 
 def _bloom_spec(bloom: BloomOptions) -> str:

@@ -139,6 +139,12 @@ def _column_index(block: Struct) -> ColumnIndexView:
     )
 
 
+def column_index_of(raw: bytes) -> ColumnIndexView:
+    """A ColumnIndex block pageindex has just encoded, as a view."""
+    block, _ = decode_struct(raw)
+    return _column_index(block)
+
+
 def read_offset_index(source: Source, chunk: ChunkMeta, held: IndexBytes | None = None) -> OffsetIndexView | None:
     return _read_block(source, chunk, chunk.offset_index, "OffsetIndex", held, _offset_index)
 

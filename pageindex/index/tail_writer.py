@@ -1,10 +1,11 @@
 """Tail writer: serialize bloom filters, ColumnIndex and OffsetIndex blocks and the new footer into the file's tail.
 
-Layout (Arrow C++'s order): all bloom filters, then all ColumnIndexes, then all OffsetIndexes, then the footer.
+After the kept original file, in Arrow C++'s order: all bloom filters, ColumnIndexes, OffsetIndexes, the footer.
 """
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pageindex.format.footer import MAGIC, Footer
@@ -33,10 +34,12 @@ class ChunkIndexes:
     bloom_filter: bytes | None = None  # header + bitset; None keeps the chunk's filter, if any
 
 
-def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -> bytes:
-    """Everything that follows the kept prefix [0, footer_start)."""
+def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str, start: int,
+               statistics: Mapping[tuple[int, int], Struct] | None = None) -> bytes:
+    """Everything that follows the kept prefix [0, start): the original file, its footer included
+    (index.original). statistics: the chunks' new Statistics, by (row group, column) (index.chunk_stats)."""
     blobs: list[bytes] = []
-    pos = footer.footer_start
+    pos = start
     bloom_loc: dict[tuple[int, int], tuple[int, int]] = {}
     ci_loc: dict[tuple[int, int], tuple[int, int]] = {}
     oi_loc: dict[tuple[int, int], tuple[int, int]] = {}
@@ -49,24 +52,30 @@ def build_tail(footer: Footer, indexes: list[list[ChunkIndexes]], marker: str) -
                 locations[(rg, col)] = (pos, len(raw))
                 blobs.append(raw)
                 pos += len(raw)
-    metadata = _new_metadata(footer, bloom_loc, ci_loc, oi_loc, marker)
+    metadata = _new_metadata(footer, bloom_loc, ci_loc, oi_loc, marker, statistics or {})
     raw_footer = encode_struct(metadata)
     blobs += [raw_footer, struct.pack("<I", len(raw_footer)), MAGIC]
     return b"".join(blobs)
 
 
-def _new_metadata(footer: Footer, bloom_loc: dict, ci_loc: dict, oi_loc: dict, marker: str) -> Struct:
+def _new_metadata(footer: Footer, bloom_loc: dict, ci_loc: dict, oi_loc: dict, marker: str,
+                  statistics: Mapping[tuple[int, int], Struct]) -> Struct:
     meta = footer.metadata
+    adds_orders = not meta.has(FileMetaData.COLUMN_ORDERS)
     groups = []
     for rg_index, rg in enumerate(meta.get(FileMetaData.ROW_GROUPS).items):
         chunks = []
         for col, cc in enumerate(rg.get(RowGroup.COLUMNS).items):
+            if (rg_index, col) in statistics:
+                meta_data = ColumnMetaData.set(cc.get(ColumnChunk.META_DATA), ColumnMetaData.STATISTICS,
+                                               statistics[(rg_index, col)])
+                cc = ColumnChunk.set(cc, ColumnChunk.META_DATA, meta_data)
             if (rg_index, col) in bloom_loc:
                 cc = _with_bloom_location(cc, *bloom_loc[(rg_index, col)])
             chunks.append(_with_index_locations(cc, oi_loc.get((rg_index, col)), ci_loc.get((rg_index, col))))
         groups.append(RowGroup.set(rg, RowGroup.COLUMNS, TList(T.STRUCT, tuple(chunks))))
     meta = FileMetaData.set(meta, FileMetaData.ROW_GROUPS, TList(T.STRUCT, tuple(groups)))
-    if not meta.has(FileMetaData.COLUMN_ORDERS):
+    if adds_orders:
         orders = TList(T.STRUCT, (TYPE_ORDER,) * len(footer.leaves))
         meta = FileMetaData.set(meta, FileMetaData.COLUMN_ORDERS, orders)
     kvs = _with_marker(meta.get(FileMetaData.KEY_VALUE_METADATA), marker)

@@ -49,6 +49,7 @@ class JobOptions:
     bloom_fpp: float = DEFAULT_FPP
     bloom_max_bytes: int = DEFAULT_MAX_BYTES
     verify_existing: bool = False
+    chunk_statistics: bool = True  # False: every chunk's statistics left as they are
 
     @property
     def bloom(self) -> BloomOptions:
@@ -162,7 +163,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
                           trust_page_stats=options.trust_page_stats,
                           stale_temp_seconds=options.stale_temp_seconds, bloom_filter=options.bloom_filter,
                           bloom_fpp=options.bloom_fpp, bloom_max_bytes=options.bloom_max_bytes,
-                          verify_existing=options.verify_existing, ahead=ahead)
+                          verify_existing=options.verify_existing, ahead=ahead,
+                          chunk_statistics=options.chunk_statistics)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,

@@ -49,6 +49,8 @@ def tail_region(path: str | Path) -> tuple[int, int]:
 
     For a file with a page index this is exactly where the ColumnIndex and OffsetIndex structures
     live (pyarrow and parquet-java write them after all row groups and before the FileMetaData).
+    A file pageindex indexed keeps its original file, footer included, before them: the region
+    then starts where the marker's original_length says the original ends.
     """
     path = Path(path)
     md = pq.ParquetFile(path).metadata
@@ -68,7 +70,9 @@ def tail_region(path: str | Path) -> tuple[int, int]:
         magic = fh.read(4)
     if magic != b"PAR1":
         raise ValueError(f"{path}: not a plaintext-footer Parquet file")
-    return data_end, size - 8 - footer_len
+    marker = (md.metadata or {}).get(b"pageindex", b"").decode()
+    original = [int(v) for k, _, v in (f.partition("=") for f in marker.split(";")) if k == "original_length"]
+    return max([data_end, *original]), size - 8 - footer_len
 
 
 def corrupt_first_page_min(src: str | Path, dst: str | Path, base: int) -> Path:

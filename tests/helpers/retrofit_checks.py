@@ -19,6 +19,8 @@ from pageindex.format.thrift import Field, Struct, T, TList, decode_struct
 # parquet.thrift field ids
 FMD_ROW_GROUPS, FMD_KV, FMD_COLUMN_ORDERS = 4, 5, 7
 RG_COLUMNS = 1
+CC_META, CMD_STATISTICS = 3, 12
+ST_MAX, ST_MIN, ST_NULL_COUNT, ST_MAX_VALUE, ST_MIN_VALUE = 1, 2, 3, 5, 6
 CC_OI_OFFSET, CC_OI_LENGTH, CC_CI_OFFSET, CC_CI_LENGTH = 4, 5, 6, 7
 KV_KEY = 1
 MARKER_KEY = b"pageindex"
@@ -70,15 +72,46 @@ def marker_values(meta: Struct) -> list[bytes]:
     return [kv.get(2) for kv in kv_entries(meta) if kv.get(KV_KEY) == MARKER_KEY]
 
 
+def _strip_new_bounds(old: Struct, new: Struct, orders_added: bool) -> Struct:
+    """`new` without the Statistics fields a retrofit gives a chunk that had no min_value/max_value
+    (5/6): copied from the deprecated min/max (2/1) when column_orders is added (asserted to be
+    those bytes exactly), or filled from the exact bounds (5/6, and 3 null_count if absent: only
+    added, every other field as it was); then removed. Whether filled bounds hold the data is
+    checked against the data (assert_statistics_bound_the_data)."""
+    groups = []
+    for old_rg, rg in zip(old.get(FMD_ROW_GROUPS).items, new.get(FMD_ROW_GROUPS).items, strict=True):
+        cols = []
+        for old_cc, cc in zip(old_rg.get(RG_COLUMNS).items, rg.get(RG_COLUMNS).items, strict=True):
+            old_stats = old_cc.get(CC_META).get(CMD_STATISTICS)
+            stats = cc.get(CC_META).get(CMD_STATISTICS)
+            if stats is not None and stats != old_stats:
+                old_stats = old_stats if old_stats is not None else Struct(())
+                assert not old_stats.has(ST_MIN_VALUE) and not old_stats.has(ST_MAX_VALUE), old_stats
+                copied = (stats.get(ST_MIN_VALUE), stats.get(ST_MAX_VALUE)) == (old_stats.get(ST_MIN), old_stats.get(ST_MAX))
+                assert copied and orders_added or stats.has(ST_MIN_VALUE) and stats.has(ST_MAX_VALUE), stats
+                stats = stats.without(ST_MIN_VALUE, ST_MAX_VALUE)
+                if not old_stats.has(ST_NULL_COUNT):
+                    stats = stats.without(ST_NULL_COUNT)
+                meta = cc.get(CC_META)
+                meta = meta.set(CMD_STATISTICS, T.STRUCT, stats) if old_cc.get(CC_META).has(CMD_STATISTICS) \
+                    else meta.without(CMD_STATISTICS)
+                cc = cc.set(CC_META, T.STRUCT, meta)
+            cols.append(cc)
+        groups.append(rg.set(RG_COLUMNS, T.LIST, TList(T.STRUCT, tuple(cols))))
+    return new.set(FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, tuple(groups)))
+
+
 def footer_difference(old: Struct, new: Struct, num_leaves: int) -> tuple[Struct, Struct]:
     """(old, new) with everything a retrofit may change removed; they must then be equal.
 
     Allowed changes: ColumnChunk fields 4-7 (removed from both), column_orders added with
-    TYPE_ORDER per leaf when the old footer had none (asserted here, then removed), and exactly
-    one key-value entry with key "pageindex" (asserted here, then removed; the key-value list
-    itself is removed when the old footer had none).
+    TYPE_ORDER per leaf when the old footer had none (asserted here, then removed), Statistics
+    min_value/max_value given to chunks that had none (_strip_new_bounds),
+    and exactly one key-value entry with key "pageindex" (asserted here, then removed; the
+    key-value list itself is removed when the old footer had none).
     """
     old_s, new_s = _strip_index_fields(old), _strip_index_fields(new)
+    new_s = _strip_new_bounds(old_s, new_s, not old_s.has(FMD_COLUMN_ORDERS))
     if not old_s.has(FMD_COLUMN_ORDERS):
         added = new_s.get(FMD_COLUMN_ORDERS)
         assert added == TList(T.STRUCT, (TYPE_ORDER,) * num_leaves), (
@@ -247,3 +280,33 @@ def validator_violations_or_skip(spark, dst: str | Path, src: str | Path) -> lis
         if why is None:
             raise
         pytest.skip(f"{Path(src).name}: parquet-java cannot read the source file either: {why}")
+
+
+# ---------------------------------------------------------------- chunk statistics against the data
+
+def assert_new_statistics_bound_the_data(src: str | Path, dst: str | Path) -> int:
+    """Every flat chunk whose min/max pyarrow reads in dst but not in src (bounds a retrofit gave
+    it) encloses the values pyarrow decodes, and its null count is theirs. Returns the number of
+    chunks checked (values pyarrow cannot order, e.g. FLOAT16, are not checked)."""
+    a, b = pq.ParquetFile(src), pq.ParquetFile(dst)
+    checked = 0
+    for rg in range(b.metadata.num_row_groups):
+        for col in range(b.metadata.num_columns):
+            old, new = a.metadata.row_group(rg).column(col), b.metadata.row_group(rg).column(col)
+            if not (new.is_stats_set and new.statistics.has_min_max) or "." in new.path_in_schema:
+                continue
+            if old.is_stats_set and old.statistics.has_min_max:
+                continue
+            values = b.read_row_group(rg, columns=[new.path_in_schema]).column(0)
+            if pa.types.is_dictionary(values.type):
+                values = values.cast(values.type.value_type)
+            low, high = pa.compute.min_max(values).values()
+            try:
+                ok = new.statistics.min <= low.as_py() and high.as_py() <= new.statistics.max
+            except TypeError:
+                continue
+            assert ok, (rg, new.path_in_schema, new.statistics.min, new.statistics.max, low, high)
+            if new.statistics.has_null_count:
+                assert new.statistics.null_count == values.null_count, (rg, new.path_in_schema)
+            checked += 1
+    return checked

@@ -52,16 +52,16 @@ def three_groups(tmp_path) -> Path:
 
 def test_tail_layout(three_groups, tmp_path):
     out = tmp_path / "out.parquet"
-    before = footer_of(three_groups)
+    original = three_groups.read_bytes()
     pageindex.retrofit(str(three_groups), str(out))
     after = footer_of(out)
-    assert out.read_bytes()[: before.footer_start] == three_groups.read_bytes()[: before.footer_start]
+    assert out.read_bytes()[: len(original)] == original  # the whole file, its footer included
     chunks = [c for row in after.chunks for c in row]  # row group by row group, column by column
     assert all(c.has_offset_index for c in chunks)
     cis = [c.column_index for c in chunks if c.column_index]
     ois = [c.offset_index for c in chunks]
     assert len(cis) == 6  # the NaN float column has none in any row group
-    pos = before.footer_start
+    pos = len(original)
     for off, length in cis + ois:  # all ColumnIndexes, then all OffsetIndexes, contiguous
         assert off == pos
         pos += length
@@ -78,10 +78,12 @@ def test_marker_has_no_timestamp_and_output_is_deterministic(three_groups, tmp_p
     pageindex.retrofit(str(three_groups), str(b), truncate_length=64)
     assert a.read_bytes() == b.read_bytes()
     footer = footer_of(a)
-    assert footer.key_value(MARKER_KEY) == marker_value(__version__, 64)
+    size = three_groups.stat().st_size
+    assert footer.key_value(MARKER_KEY) == marker_value(__version__, 64, original_length=size)
     assert marker_value("1.2.3", 17) == "version=1.2.3;truncate_length=17"
+    assert marker_value("1.2.3", 17, original_length=9) == "version=1.2.3;truncate_length=17;original_length=9"
     value = footer.key_value(MARKER_KEY)
-    assert not any(ch.isdigit() for ch in value.replace(__version__, "").replace("64", ""))
+    assert not any(ch.isdigit() for ch in value.replace(__version__, "").replace("64", "").replace(str(size), ""))
 
 
 def test_existing_marker_replaced_not_duplicated(three_groups, tmp_path):
@@ -92,16 +94,17 @@ def test_existing_marker_replaced_not_duplicated(three_groups, tmp_path):
     assert result.status == "indexed"
     kv_twice = kv_pairs(footer_of(twice))
     markers = [v for k, v in kv_twice if k == MARKER_KEY.encode()]
-    assert markers == [marker_value(__version__, 16).encode()]
+    original = three_groups.read_bytes()
+    assert markers == [marker_value(__version__, 16, original_length=len(original)).encode()]
     # other entries (ARROW:schema) kept, in their order, marker in the same position
     assert [k for k, _ in kv_twice] == [k for k, _ in kv_once]
     assert [kv for kv in kv_twice if kv[0] != MARKER_KEY.encode()] == \
         [kv for kv in kv_once if kv[0] != MARKER_KEY.encode()]
-    # Every byte before the old footer is kept: the first run's index blocks stay as dead bytes
-    # and the second run's blocks follow them (the file grows by one set of index blocks).
-    once_footer = footer_of(once)
-    assert twice.read_bytes()[: once_footer.footer_start] == once.read_bytes()[: once_footer.footer_start]
-    assert footer_of(twice).footer_start > once_footer.footer_start
+    # The original file is kept whole and what the first run appended is replaced: the second
+    # run's blocks follow the original footer, and the file does not grow.
+    assert twice.read_bytes()[: len(original)] == original
+    # (its strings are shorter than 16 bytes: the same blocks, a marker of the same length)
+    assert twice.stat().st_size == once.stat().st_size
     assert verify(str(twice)).ok
 
 
@@ -113,7 +116,8 @@ def test_kv_list_created_when_absent(three_groups, tmp_path):
     src.write_bytes(three_groups.read_bytes()[: before.footer_start] + raw + struct.pack("<I", len(raw)) + b"PAR1")
     out = tmp_path / "o.parquet"
     pageindex.retrofit(str(src), str(out))
-    assert kv_pairs(footer_of(out)) == [(MARKER_KEY.encode(), marker_value(__version__, 64).encode())]
+    marker = marker_value(__version__, 64, original_length=src.stat().st_size)
+    assert kv_pairs(footer_of(out)) == [(MARKER_KEY.encode(), marker.encode())]
 
 
 def test_column_orders_added_only_when_absent(tmp_path):
@@ -191,11 +195,11 @@ def test_build_tail_unit(three_groups):
     oi = Struct((Field(1, T.LIST, TList(T.STRUCT, ())),))
     ci_raw, oi_raw = encode_struct(ci), encode_struct(oi)
     plan = [[ChunkIndexes(ci_raw, oi_raw), ChunkIndexes(None, oi_raw), ChunkIndexes(None, None)] for _ in range(3)]
-    tail = build_tail(stale, plan, "m")
+    base = footer.file_size + 100  # wherever the kept prefix ends
+    tail = build_tail(stale, plan, "m", base)
     (n,) = struct.unpack("<I", tail[-8:-4])
     new_meta, _ = decode_struct(tail[-8 - n : -8])
     ci_len, oi_len = len(encode_struct(ci)), len(encode_struct(oi))
-    base = footer.footer_start
     for r, g in enumerate(new_meta.get(FileMetaData.ROW_GROUPS).items):
         a, b, c = g.get(1).items
         assert (a.get(6), a.get(7)) == (base + r * ci_len, ci_len)

@@ -34,9 +34,9 @@ def src(tmp_path) -> Path:
     return path
 
 
-def _footer_start(path: Path) -> int:
-    data = path.read_bytes()
-    return len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+def _kept_prefix(path: Path) -> int:
+    """What a retrofit of a never-indexed file copies: the whole file, its footer included."""
+    return path.stat().st_size
 
 
 def _on_ext_filesystem(directory: Path) -> bool:
@@ -89,7 +89,7 @@ def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, 
     if not hasattr(os, "copy_file_range"):
         pytest.skip("no os.copy_file_range on this platform")
     dst = src if in_place else tmp_path / "out" / "o.parquet"
-    footer_start = _footer_start(src)
+    prefix = _kept_prefix(src)
     flushed = threading.Event()
     real_fdatasync, real_compute = os.fdatasync, retrofit_mod.compute_indexes
 
@@ -109,8 +109,8 @@ def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, 
     monkeypatch.setattr(retrofit_mod, "compute_indexes", compute)
     original = src.read_bytes()
     pageindex.retrofit(str(src), None if in_place else str(dst))
-    assert seen["temp_bytes"] == original[:footer_start]
-    assert dst.read_bytes()[:footer_start] == original[:footer_start]
+    assert seen["temp_bytes"] == original[:prefix]
+    assert dst.read_bytes()[:prefix] == original[:prefix]
     assert verify(str(dst)).ok
 
 
@@ -119,7 +119,7 @@ def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
     the final fdatasync waits for the last block only, not for the whole prefix."""
     if not hasattr(os, "copy_file_range") or commit_mod._SYNC_FILE_RANGE is None:
         pytest.skip("no copy_file_range or sync_file_range on this platform")
-    footer_start = _footer_start(src)
+    prefix = _kept_prefix(src)
     calls = []
     real = commit_mod.start_writeback
 
@@ -132,10 +132,10 @@ def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
     monkeypatch.setattr(commit_mod, "start_writeback", spy)
     monkeypatch.setattr(commit_mod, "_copies_through_page_cache", lambda fd: False)
     pageindex.retrofit(str(src))
-    assert len(calls) == -(-footer_start // (16 << 10)) > 2
+    assert len(calls) == -(-prefix // (16 << 10)) > 2
     assert all(started for _, _, started in calls)  # the real system call accepted each range
     ends = [offset + length for offset, length, _ in calls]
-    assert [offset for offset, _, _ in calls] == [0] + ends[:-1] and ends[-1] == footer_start
+    assert [offset for offset, _, _ in calls] == [0] + ends[:-1] and ends[-1] == prefix
     assert verify(str(src)).ok
 
 
@@ -178,15 +178,15 @@ def test_direct_copy_writes_the_aligned_bulk_past_the_page_cache(src, monkeypatc
 
     monkeypatch.setattr(os, "pwritev", pwritev)
     monkeypatch.setattr(os, "copy_file_range", copy_file_range)
-    footer_start = _footer_start(src)
-    aligned = footer_start - footer_start % commit_mod.DIRECT_ALIGN
+    prefix = _kept_prefix(src)
+    aligned = prefix - prefix % commit_mod.DIRECT_ALIGN
     pageindex.retrofit(str(src))
     assert aligned > 2 * block
     assert [offset for offset, _, _ in writes] == list(range(0, aligned, block))
     assert all(mapped)
     assert sum(n for _, n, _ in writes) == aligned and all(direct for _, _, direct in writes)
-    assert kernel == ([(aligned, footer_start - aligned, False)] if footer_start > aligned else [])
-    assert src.read_bytes()[:footer_start] == original[:footer_start]
+    assert kernel == ([(aligned, prefix - aligned, False)] if prefix > aligned else [])
+    assert src.read_bytes()[:prefix] == original[:prefix]
     assert verify(str(src)).ok
 
 
@@ -205,10 +205,10 @@ def test_direct_copy_refused_midway_goes_on_buffered(src, monkeypatch):
         return real_pwritev(fd, buffers, offset)
 
     monkeypatch.setattr(os, "pwritev", pwritev)
-    original, footer_start = src.read_bytes(), _footer_start(src)
+    original, prefix = src.read_bytes(), _kept_prefix(src)
     assert pageindex.retrofit(str(src)).status == "indexed"
     assert calls == [0, 16 << 10, 32 << 10]
-    assert src.read_bytes()[:footer_start] == original[:footer_start]
+    assert src.read_bytes()[:prefix] == original[:prefix]
     assert verify(str(src)).ok
 
 

@@ -208,12 +208,12 @@ def test_local_in_place_end_to_end(spark, dataset, tmp_path, report_name):
         assert r["without_column_index_reasons"] == {}
         # every column chunk is read once, then (local commit) the prefix is copied
         assert 2 * footer_start(before[rel][0]) <= r["bytes_read"] <= 2 * r["bytes_in"] + TAIL_READ
-        assert r["copy_bytes_read"] == footer_start(before[rel][0])
+        assert r["copy_bytes_read"] == len(before[rel][0])  # the whole file, its footer included
         assert r["index_bytes_read"] == r["bytes_read"] - r["copy_bytes_read"] <= r["bytes_in"] + TAIL_READ
         assert r["seconds"] >= 0
-        # the data bytes are untouched: the old file minus its footer is a prefix of the new one
+        # the old file, its footer included, is a prefix of the new one
         old = before[rel][0]
-        assert data[:footer_start(old)] == old[:footer_start(old)]
+        assert data[:len(old)] == old
         assert read_data(root / rel).equals(data_before[rel])
         assert verify(str(root / rel)).ok
         md = pq.ParquetFile(root / rel).metadata
@@ -313,7 +313,7 @@ def test_output_mirrors_tree_and_leaves_input_untouched(spark, dataset, tmp_path
         r = recs[str(root / rel)]
         assert r["status"] == "indexed" and r["output"] == str(out / rel)
         new, old = (out / rel).read_bytes(), before[rel][0]
-        assert new[:footer_start(old)] == old[:footer_start(old)]
+        assert new[:len(old)] == old
         assert r["bytes_out"] == len(new)
         assert read_data(out / rel).equals(read_data(root / rel))
         assert verify(str(out / rel)).ok
@@ -436,8 +436,8 @@ def etag(client, bucket: str, key: str) -> str:
 
 def check_s3_output(fs, client, bucket, key, original: bytes) -> bytes:
     new = fs.cat_file(f"{bucket}/{key}")
-    start = footer_start(original)
-    assert new[:start] == original[:start], "prefix bytes changed"
+    start = len(original)  # the whole object is the prefix, its footer included
+    assert new[:start] == original, "prefix bytes changed"
     assert pq.read_table(io.BytesIO(new)).equals(pq.read_table(io.BytesIO(original)))
     assert verify(f"{bucket}/{key}", filesystem=fs).ok
     tag = etag(client, bucket, key)
@@ -465,7 +465,7 @@ def test_s3_in_place(s3_spark, s3fs_fs, s3_bucket, s3_server, s3_sources, tmp_pa
         assert REPORT_KEYS <= set(r) and r["status"] == "indexed", r
         new = check_s3_output(fs, client, bucket, f"data/{rel}", original)
         assert r["bytes_out"] == len(new) and r["bytes_in"] == len(original)
-        if footer_start(original) >= 5 << 20:
+        if len(original) >= 5 << 20:
             # the prefix was copied server side: only the chunks (and footer) were downloaded
             assert r["bytes_read"] <= len(original) + TAIL_READ, r
             assert r["copy_bytes_read"] == 0, r
@@ -474,7 +474,7 @@ def test_s3_in_place(s3_spark, s3fs_fs, s3_bucket, s3_server, s3_sources, tmp_pa
             assert r["bytes_read"] == len(original), r
         else:
             assert r["bytes_read"] >= 2 * footer_start(original), r
-            assert r["copy_bytes_read"] == footer_start(original), r
+            assert r["copy_bytes_read"] == len(original), r
         tags[rel] = etag(client, bucket, f"data/{rel}")
 
     code = run_job(s3_spark, "--input", f"s3://{bucket}/data", "--in-place",
