@@ -13,6 +13,7 @@ from pageindex.format.parquet_thrift import BoundaryOrder
 from pageindex.format.schema import Leaf
 from pageindex.index.kinds import codec_for
 from pageindex.index.kinds.base import Bounds, Refusal, chunk_runs, dictionary_indices
+from pageindex.scan.encoded import PageExtrema
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages
 
@@ -42,6 +43,16 @@ def column_index(leaf: Leaf, order: Order, levels: PageLevels, values: pa.Chunke
                  truncate_length: int) -> bytes | Refusal:
     """The chunk's ColumnIndex, encoded, or why it has none."""
     bounds = page_bounds(leaf, order, values, levels.defined, truncate_length)
+    if isinstance(bounds, Refusal):
+        return bounds
+    return column_index_block(bounds, levels)
+
+
+def column_index_of_extrema(leaf: Leaf, order: Order, levels: PageLevels, extrema: PageExtrema,
+                            truncate_length: int) -> bytes | Refusal:
+    """The chunk's ColumnIndex from its pages' extrema: a page's bounds (truncated or not, NaN
+    or not) depend on its least and greatest value alone, so they bound it as its values would."""
+    bounds = page_bounds(leaf, order, extrema.values, extrema.counts, truncate_length)
     if isinstance(bounds, Refusal):
         return bounds
     return column_index_block(bounds, levels)

@@ -1,0 +1,264 @@
+"""Page extrema straight from a flat chunk's encoded pages: null counts from the definition levels,
+each page's least and greatest value from PLAIN values or dictionary indices, no values decoded.
+
+The compiled kernels (pageindex.scan.kernels, numba) do the streams; without numba, or for any
+chunk or page this path does not read, the caller decodes the chunk with Arrow instead.
+PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =numba insists on the kernels.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pageindex.errors import MalformedFileError
+from pageindex.format.column_order import Kind, Order
+from pageindex.format.compression import decompress
+from pageindex.format.footer import ChunkMeta
+from pageindex.format.parquet_thrift import (
+    DataPageHeader,
+    DictionaryPageHeader,
+    Encoding,
+    PageHeader,
+    PageType,
+    Type,
+)
+from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
+
+ENV = "PAGEINDEX_SCAN_KERNEL"
+AUTO, ARROW, NUMBA = "auto", "arrow", "numba"
+
+# Fixed-width values as numpy reads them little-endian, by physical type and signedness.
+_NUMBERS = {(Type.INT32, Kind.SIGNED): "<i4", (Type.INT32, Kind.UNSIGNED): "<u4",
+            (Type.INT64, Kind.SIGNED): "<i8", (Type.INT64, Kind.UNSIGNED): "<u8",
+            (Type.FLOAT, Kind.FLOAT): "<f4", (Type.DOUBLE, Kind.FLOAT): "<f8"}
+# The Arrow types a synthesized file of physical types only decodes these to.
+_ARROW = {Type.INT32: pa.int32(), Type.INT64: pa.int64(), Type.FLOAT: pa.float32(), Type.DOUBLE: pa.float64()}
+_VALUE_ENCODINGS = (Encoding.PLAIN, *DICTIONARY_ENCODINGS)
+
+
+@dataclass(frozen=True)
+class PageExtrema:
+    """A flat chunk's per-page facts found without decoding its values: null counts, and each
+    page's least and greatest value as `values` (two per page holding values, none for a null
+    page: `counts`), which bound the page exactly as all its values would. A float page holding
+    NaN has a NaN among its two."""
+
+    nulls: np.ndarray
+    values: pa.ChunkedArray
+    counts: np.ndarray
+    unencoded: np.ndarray | None  # BYTE_ARRAY: per page, the bytes of its values
+
+
+def kernels() -> ModuleType | None:
+    """The compiled kernels, or None for Arrow's decode. Read on every call, so a test can set
+    the variable; numba is imported on the first chunk that could use it."""
+    choice = os.environ.get(ENV, AUTO).strip().lower() or AUTO
+    if choice not in (AUTO, ARROW, NUMBA):
+        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
+    if choice == ARROW:
+        return None
+    compiled = _import_kernels()
+    if compiled is None and choice == NUMBA:
+        raise ValueError(f"{ENV}={NUMBA} but numba is not installed (pip install 'pageindex[fast]')")
+    return compiled
+
+
+@functools.cache
+def _import_kernels() -> ModuleType | None:
+    try:
+        from pageindex.scan import kernels as compiled
+    except ImportError:
+        return None
+    except RuntimeError as err:
+        # numba refuses cache=True without a writable cache directory: Arrow gives the same bytes.
+        warnings.warn(f"page bounds fall back to Arrow's decode: {err}; set NUMBA_CACHE_DIR to a "
+                      "writable directory to use the compiled kernels", RuntimeWarning, stacklevel=2)
+        return None
+    return compiled
+
+
+def readable(chunk: ChunkMeta, order: Order) -> bool:
+    """Whether this path may bound the chunk, from the footer alone: a flat leaf (no repetition,
+    at most one definition level) of INT32, INT64, FLOAT or DOUBLE, or of a BYTE_ARRAY compared
+    byte-wise, under its type order; and the kernels are there."""
+    leaf = chunk.leaf
+    if leaf.max_rep or leaf.max_def > 1 or order.total_order:
+        return False
+    fits = ((leaf.physical_type, order.kind) in _NUMBERS
+            or (leaf.physical_type == Type.BYTE_ARRAY and order.kind is Kind.BYTES))
+    return fits and kernels() is not None
+
+
+def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtrema | None:
+    """The chunk's per-page extrema, or None when a page is beyond this path (another encoding,
+    a writer quirk, a stream or page it cannot read): Arrow then decodes the chunk, and reports
+    whatever is wrong with it. `pages` must hold their bytes."""
+    compiled = kernels()
+    if compiled is None:
+        return None
+    try:
+        return _Scanner(compiled, chunk, order, pages).run()
+    except (MalformedFileError, _Unread):
+        return None
+
+
+class _Unread(Exception):
+    """A page this path does not read."""
+
+
+class _Scanner:
+    """One chunk's pages, one at a time."""
+
+    def __init__(self, compiled: ModuleType, chunk: ChunkMeta, order: Order, pages: ChunkPages) -> None:
+        self.k, self.chunk, self.pages = compiled, chunk, pages
+        leaf = chunk.leaf
+        self.bytes = leaf.physical_type == Type.BYTE_ARRAY
+        self.dtype = None if self.bytes else np.dtype(_NUMBERS[(leaf.physical_type, order.kind)])
+        self.max_def = leaf.max_def
+        self.dictionary: _Dictionary | None = None
+        self.no_lengths = np.zeros(0, np.int64)
+
+    def run(self) -> PageExtrema:
+        n = len(self.pages.pages)
+        nulls = np.zeros(n, np.int64)
+        counts = np.zeros(n, np.int64)
+        unencoded = np.zeros(n, np.int64) if self.bytes else None
+        found: list = []
+        for i, page in enumerate(self.pages.pages):
+            levels, values, count_nulls = self._sections(page)
+            nulls[i] = count_nulls(levels)
+            defined = page.num_values - nulls[i]
+            if defined == 0:
+                continue
+            low, high, size = self._extrema(page, values, defined)
+            found += (low, high)
+            counts[i] = 2
+            if unencoded is not None:
+                unencoded[i] = size
+        return PageExtrema(nulls, self._array(found), counts, unencoded)
+
+    def _sections(self, page: Page):
+        """The page's definition levels and values section (both uncompressed) and how to count
+        the levels' nulls."""
+        body = self.pages.body(page)
+        if page.kind == PageType.DATA_PAGE_V2:
+            end = page.rep_levels_size + page.def_levels_size
+            if page.rep_levels_size or (self.max_def == 0 and page.def_levels_size):
+                raise _Unread()
+            values = body[end:]
+            size = page.uncompressed_size - end
+            if page.is_compressed:
+                values = decompress(self.chunk.codec, values, size)
+            elif len(values) != size:
+                raise _Unread()  # a writer that says uncompressed and compresses: Arrow's to judge
+            levels = np.frombuffer(body[:end], np.uint8)
+            return levels, values, lambda lv: self._nulls(lv, 0, len(lv), page.num_values)
+        if page.kind != PageType.DATA_PAGE:
+            raise _Unread()
+        whole = np.frombuffer(decompress(self.chunk.codec, body, page.uncompressed_size), np.uint8)
+        if self.max_def == 0:
+            return whole, whole, lambda lv: 0
+        header = page.header.get(PageHeader.DATA_PAGE_HEADER)
+        if header.get(DataPageHeader.DEFINITION_LEVEL_ENCODING) not in (Encoding.RLE, None) or len(whole) < 4:
+            raise _Unread()
+        length = int(whole[:4].view("<u4")[0])
+        if 4 + length > len(whole):
+            raise _Unread()
+        return whole, whole[4 + length:], lambda lv: self._nulls(lv, 4, 4 + length, page.num_values)
+
+    def _nulls(self, levels: np.ndarray, start: int, end: int, count: int) -> int:
+        if self.max_def == 0:
+            return 0
+        zeros = self.k.level_zeros(levels, start, end, count)
+        if zeros < 0:
+            raise _Unread()
+        return int(zeros)
+
+    def _extrema(self, page: Page, values, defined: int) -> tuple:
+        """The least and greatest of the page's `defined` values, and (byte arrays) their bytes."""
+        buf = values if isinstance(values, np.ndarray) else np.frombuffer(values, np.uint8)
+        encoding = page.value_encoding
+        if encoding == Encoding.PLAIN:
+            return self._plain(buf, defined)
+        if encoding in DICTIONARY_ENCODINGS:
+            dictionary = self._dictionary()
+            low, high, size, status = self.k.index_ranks(buf, 0, len(buf), defined, dictionary.rank,
+                                                         dictionary.lengths if self.bytes else self.no_lengths)
+            if status < 0:
+                raise _Unread()
+            return dictionary.by_rank(low), dictionary.by_rank(high), int(size)
+        raise _Unread()
+
+    def _plain(self, buf: np.ndarray, defined: int) -> tuple:
+        if self.bytes:
+            low, low_len, high, high_len, size, status = self.k.plain_bytes(buf, 0, len(buf), defined)
+            if status < 0:
+                raise _Unread()
+            return bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len]), int(size)
+        if len(buf) < defined * self.dtype.itemsize:
+            raise _Unread()
+        numbers = buf[: defined * self.dtype.itemsize].view(self.dtype)
+        # numpy's min and max propagate NaN: a page holding one reports it.
+        return numbers.min(), numbers.max(), 0
+
+    def _dictionary(self) -> "_Dictionary":
+        if self.dictionary is None:
+            page = self.pages.dictionary
+            if page is None or page.kind != PageType.DICTIONARY_PAGE:
+                raise _Unread()
+            header = page.header.get(PageHeader.DICTIONARY_PAGE_HEADER)
+            if header.get(DictionaryPageHeader.ENCODING) not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
+                raise _Unread()
+            body = np.frombuffer(decompress(self.chunk.codec, self.pages.body(page), page.uncompressed_size),
+                                 np.uint8)
+            count = page.num_values
+            self.dictionary = self._bytes_dictionary(body, count) if self.bytes else self._number_dictionary(body, count)
+        return self.dictionary
+
+    def _number_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
+        if count < 0 or len(body) < count * self.dtype.itemsize:
+            raise _Unread()
+        entries = body[: count * self.dtype.itemsize].view(self.dtype)
+        # Ranked in the column's order; NaN sorts last, so a page referring to one has it as its max.
+        by_rank = np.argsort(entries, kind="stable")
+        return _Dictionary(_ranks(by_rank), self.no_lengths, entries[by_rank])
+
+    def _bytes_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
+        if count < 0:
+            raise _Unread()
+        offsets, data, lengths, status = self.k.plain_dictionary(body, count)
+        if status < 0:
+            raise _Unread()
+        entries = pa.Array.from_buffers(pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        by_rank = pc.array_sort_indices(entries).to_numpy(zero_copy_only=False)
+        return _Dictionary(_ranks(by_rank), lengths, entries.take(by_rank).to_pylist())
+
+    def _array(self, found: list) -> pa.ChunkedArray:
+        if self.bytes:
+            return pa.chunked_array([pa.array(found, pa.binary())])
+        arrow_type = _ARROW[self.chunk.leaf.physical_type]
+        numbers = np.array(found, dtype=self.dtype)
+        return pa.chunked_array([pa.Array.from_buffers(arrow_type, len(numbers), [None, pa.py_buffer(numbers)])])
+
+
+@dataclass(frozen=True)
+class _Dictionary:
+    rank: np.ndarray  # per entry, its place in the column's order
+    lengths: np.ndarray  # byte arrays: per entry, its length
+    ordered: object  # the entries in rank order (numpy array or list of bytes)
+
+    def by_rank(self, r: int):
+        return self.ordered[r]
+
+
+def _ranks(by_rank: np.ndarray) -> np.ndarray:
+    rank = np.empty(len(by_rank), np.int64)
+    rank[by_rank] = np.arange(len(by_rank), dtype=np.int64)
+    return rank
