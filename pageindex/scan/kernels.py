@@ -142,6 +142,82 @@ def index_ranks(buf, p, end, count, rank, lengths):
 
 
 @njit(**_JIT)
+def index_values(buf, p, end, count, entries):
+    """Over `count` dictionary indices (as index_ranks reads them) into numeric `entries`: the
+    least and greatest entry referred to, whether one is NaN (then those two are undefined),
+    and the status. No ranking: the entries' own order is the column's."""
+    size = entries.shape[0]
+    low = high = entries[0]
+    nan = False
+    first = True
+    if p >= end:
+        return low, high, nan, BAD
+    width = np.int64(buf[p])
+    p += 1
+    if width > 32:
+        return low, high, nan, BAD
+    mask = (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+    value_bytes = (width + 7) >> 3
+    left = np.int64(count)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return low, high, nan, BAD
+        if header & 1:
+            groups = header >> 1
+            if p + groups * width > end:
+                return low, high, nan, BAD
+            n = min(groups * 8, left)
+            acc = np.uint64(0)
+            bits = np.int64(0)
+            q = p
+            for _ in range(n):
+                while bits < width:
+                    acc |= np.uint64(buf[q]) << np.uint64(bits)
+                    q += 1
+                    bits += 8
+                index = np.int64(acc & mask)
+                acc >>= np.uint64(width)
+                bits -= width
+                if index >= size:
+                    return low, high, nan, BAD
+                x = entries[index]
+                if x != x:
+                    nan = True
+                elif first:
+                    low = high = x
+                    first = False
+                elif x < low:
+                    low = x
+                elif x > high:
+                    high = x
+            p += groups * width
+            left -= n
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p + value_bytes > end:
+                return low, high, nan, BAD
+            index = np.int64(0)
+            for k in range(value_bytes):
+                index |= np.int64(buf[p + k]) << (8 * k)
+            p += value_bytes
+            if index >= size:
+                return low, high, nan, BAD
+            x = entries[index]
+            if x != x:
+                nan = True
+            elif first:
+                low = high = x
+                first = False
+            elif x < low:
+                low = x
+            elif x > high:
+                high = x
+            left -= n
+    return low, high, nan, 0
+
+
+@njit(**_JIT)
 def _less(buf, a, a_len, b, b_len):
     """buf[a:a+a_len] < buf[b:b+b_len], unsigned byte-wise, a prefix first."""
     for i in range(min(a_len, b_len)):
