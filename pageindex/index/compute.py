@@ -116,8 +116,10 @@ def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_l
         # next chunk decodes.
         scan = next(scans)
         computed = _from_scan(planned, scan, truncate_length)
+        decoded = scan.extrema is None  # an encoded scan holds only buffers kept for the next chunk
         del scan
-        release_memory(planned.chunk.total_compressed_size)
+        if decoded:
+            release_memory(planned.chunk.total_compressed_size)
         yield computed
 
 

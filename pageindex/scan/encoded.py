@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import warnings
 from dataclasses import dataclass
 from types import ModuleType
@@ -42,7 +43,9 @@ _NUMBERS = {(Type.INT32, Kind.SIGNED): "<i4", (Type.INT32, Kind.UNSIGNED): "<u4"
             (Type.FLOAT, Kind.FLOAT): "<f4", (Type.DOUBLE, Kind.FLOAT): "<f8"}
 # The Arrow types a synthesized file of physical types only decodes these to.
 _ARROW = {Type.INT32: pa.int32(), Type.INT64: pa.int64(), Type.FLOAT: pa.float32(), Type.DOUBLE: pa.float64()}
-_VALUE_ENCODINGS = (Encoding.PLAIN, *DICTIONARY_ENCODINGS)
+# A byte-array dictionary is ranked once (then each value is a rank lookup) when the chunk has at
+# least this many values per entry; a bigger one is not (each value is then compared as bytes).
+RANK_BELOW = 16
 
 
 @dataclass(frozen=True)
@@ -127,27 +130,37 @@ def _into() -> dict:
             CompressionCodec.ZSTD: cramjam.zstd.decompress_into}
 
 
+# Decompressed pages and dictionaries go into buffers each thread keeps from chunk to chunk (up to
+# this size): fresh memory for every chunk would be faulted in afresh each time.
+KEEP_BYTES = 16 << 20
+_BUFFERS = threading.local()
+
+
+def _buffer(slot: str, size: int) -> np.ndarray:
+    held = getattr(_BUFFERS, slot, None)
+    if held is not None and len(held) >= size:
+        return held[:size]
+    fresh = np.empty(size, np.uint8)
+    if size <= KEEP_BYTES:
+        setattr(_BUFFERS, slot, fresh)
+    return fresh
+
+
 class _Pages:
-    """Page bodies decompressed into one buffer reused page after page (exactly their declared
+    """A chunk's page bodies decompressed into this thread's buffers (exactly their declared
     size, as format.compression checks it; anything else is left to that check)."""
 
     def __init__(self, codec: int) -> None:
         self.codec = codec
         self.into = _into().get(codec)
-        self.buffer = np.empty(0, np.uint8)
 
-    def body(self, data: memoryview, size: int, keep: bool = False) -> np.ndarray:
-        """The decompressed body, valid until the next call (`keep`: for good, in its own buffer)."""
+    def body(self, data: memoryview, size: int, slot: str = "page") -> np.ndarray:
+        """The decompressed body, valid until the next one of its `slot` on this thread."""
         if self.codec == CompressionCodec.UNCOMPRESSED and len(data) == size:
             return np.frombuffer(data, np.uint8)  # read in place
         if self.into is None or size <= 0 or (self.codec == CompressionCodec.SNAPPY and not _snappy_says(data, size)):
             return np.frombuffer(decompress(self.codec, data, size), np.uint8)
-        if keep:
-            out = np.empty(size, np.uint8)
-        else:
-            if len(self.buffer) < size:
-                self.buffer = np.empty(max(size, 2 * len(self.buffer)), np.uint8)
-            out = self.buffer[:size]
+        out = _buffer(slot, size)
         try:
             written = self.into(data, out)
         except Exception:  # noqa: BLE001 - cramjam's errors: the checked decompress names the fault
@@ -247,6 +260,13 @@ class _Scanner:
                 raise _Unread()
             # A NaN among the page's values stays among its two, so it is seen (R7).
             return (low, self.dtype.type(np.nan) if nan else high, 0)
+        if encoding in DICTIONARY_ENCODINGS and isinstance(self._dictionary().ordered, _Spans):
+            spans = self._dictionary()
+            low, high, size, status = self.k.index_bytes(buf, 0, len(buf), defined, spans.ordered.body,
+                                                         spans.ordered.starts, spans.lengths)
+            if status < 0:
+                raise _Unread()
+            return spans.ordered[low], spans.ordered[high], int(size)
         if encoding in DICTIONARY_ENCODINGS:
             dictionary = self._dictionary()
             low, high, size, status = self.k.index_ranks(buf, 0, len(buf), defined, dictionary.rank,
@@ -276,7 +296,7 @@ class _Scanner:
             header = page.header.get(PageHeader.DICTIONARY_PAGE_HEADER)
             if header.get(DictionaryPageHeader.ENCODING) not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
                 raise _Unread()
-            body = self.bodies.body(self.pages.body(page), page.uncompressed_size, keep=True)
+            body = self.bodies.body(self.pages.body(page), page.uncompressed_size, "dictionary")
             count = page.num_values
             self.dictionary = self._bytes_dictionary(body, count) if self.bytes else self._number_dictionary(body, count)
         return self.dictionary
@@ -290,12 +310,18 @@ class _Scanner:
     def _bytes_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
         if count < 0:
             raise _Unread()
+        if count * RANK_BELOW > self.chunk.num_values:
+            # Too many entries to rank for the values: the kernel compares the ones pages refer to.
+            starts, lengths, status = self.k.entry_spans(body, count)
+            if status < 0:
+                raise _Unread()
+            return _Dictionary(self.no_lengths, lengths, _Spans(body, starts, lengths))
         offsets, data, lengths, status = self.k.plain_dictionary(body, count)
         if status < 0:
             raise _Unread()
         entries = pa.Array.from_buffers(pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         by_rank = pc.array_sort_indices(entries).to_numpy(zero_copy_only=False)
-        return _Dictionary(_ranks(by_rank), lengths, entries.take(by_rank).to_pylist())
+        return _Dictionary(_ranks(by_rank), lengths, _Ranked(entries, by_rank))
 
     def _array(self, found: list) -> pa.ChunkedArray:
         if self.bytes:
@@ -309,10 +335,34 @@ class _Scanner:
 class _Dictionary:
     rank: np.ndarray  # byte arrays: per entry, its place in the column's order
     lengths: np.ndarray  # byte arrays: per entry, its length
-    ordered: object  # byte arrays: the entries in rank order (a list); numbers: the entries
+    ordered: object  # byte arrays: the entries in rank order (_Ranked); numbers: the entries
 
     def by_rank(self, r: int):
         return self.ordered[r]
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """Byte-array entries in rank order, made Python bytes only when asked for (a page's two)."""
+
+    entries: pa.Array
+    by_rank: np.ndarray
+
+    def __getitem__(self, r: int) -> bytes:
+        return self.entries[int(self.by_rank[r])].as_py()
+
+
+@dataclass(frozen=True)
+class _Spans:
+    """Byte-array entries where the dictionary page holds them (on this thread's buffer)."""
+
+    body: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    def __getitem__(self, i: int) -> bytes:
+        start = int(self.starts[i])
+        return self.body[start: start + int(self.lengths[i])].tobytes()
 
 
 def _ranks(by_rank: np.ndarray) -> np.ndarray:

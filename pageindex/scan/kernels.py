@@ -256,6 +256,90 @@ def plain_bytes(buf, p, end, count):
 
 
 @njit(**_JIT)
+def index_bytes(buf, p, end, count, entries, starts, lengths):
+    """Over `count` dictionary indices (as index_ranks reads them) into byte-array entries (each
+    entries[starts[i] : starts[i] + lengths[i]]): the least and greatest entry referred to
+    (their indices), the sum of their lengths, and the status. For a dictionary too big to rank."""
+    size = starts.shape[0]
+    low = high = np.int64(-1)
+    total = np.int64(0)
+    if p >= end:
+        return low, high, total, BAD
+    width = np.int64(buf[p])
+    p += 1
+    if width > 32:
+        return low, high, total, BAD
+    mask = (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+    value_bytes = (width + 7) >> 3
+    left = np.int64(count)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return low, high, total, BAD
+        run = header & 1
+        if run:
+            groups = header >> 1
+            if p + groups * width > end:
+                return low, high, total, BAD
+            n = min(groups * 8, left)
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p + value_bytes > end:
+                return low, high, total, BAD
+        acc = np.uint64(0)
+        bits = np.int64(0)
+        q = p
+        index = np.int64(0)
+        for i in range(n if run else 1):
+            if run:
+                while bits < width:
+                    acc |= np.uint64(buf[q]) << np.uint64(bits)
+                    q += 1
+                    bits += 8
+                index = np.int64(acc & mask)
+                acc >>= np.uint64(width)
+                bits -= width
+            else:
+                for k in range(value_bytes):
+                    index |= np.int64(buf[p + k]) << (8 * k)
+            if index >= size:
+                return low, high, total, BAD
+            total += lengths[index] * (1 if run else n)
+            if low < 0:
+                low = high = index
+            elif index != low and index != high:
+                if _less(entries, starts[index], lengths[index], starts[low], lengths[low]):
+                    low = index
+                elif _less(entries, starts[high], lengths[high], starts[index], lengths[index]):
+                    high = index
+        p += groups * width if run else value_bytes
+        left -= n
+    return low, high, total, 0
+
+
+@njit(**_JIT)
+def entry_spans(buf, count):
+    """Where each of a PLAIN BYTE_ARRAY dictionary page's `count` entries starts, and its
+    length; the status is BAD past the data."""
+    starts = np.zeros(count, np.int64)
+    lengths = np.zeros(count, np.int64)
+    p = 0
+    end = buf.shape[0]
+    for i in range(count):
+        if p + 4 > end:
+            return starts, lengths, BAD
+        n = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
+             | (np.int64(buf[p + 3]) << 24))
+        p += 4
+        if p + n > end:
+            return starts, lengths, BAD
+        starts[i] = p
+        lengths[i] = n
+        p += n
+    return starts, lengths, 0
+
+
+@njit(**_JIT)
 def plain_dictionary(buf, count):
     """A PLAIN BYTE_ARRAY dictionary page as Arrow large_binary buffers (int64 offsets, the
     bytes) and each entry's length; `count` is -1 past the data (then the rest is unset)."""

@@ -63,6 +63,7 @@ def _table(rng: np.random.Generator) -> pa.Table:
                           pa.decimal128(18, 4)),
         "words": pa.array(_with_nulls(words, 9, rng), pa.string()),
         "long": pa.array(long, pa.binary()),
+        "few": pa.array(_with_nulls([("k%02d" % v) * (1 + v % 3) for v in rng.integers(0, 20, ROWS)], 4, rng)),
         "all_null": pa.array([None] * ROWS, pa.int64()),
     })
 
@@ -104,11 +105,20 @@ def _assert_same(path: Path, truncate_length: int = 64) -> None:
 def test_generated_same_index_bytes(written, name):
     both = _assert_same(written[name])
     # Every flat column of a supported type was bounded by the kernels, not handed back to Arrow.
-    assert both.planned == both.read_encoded == 2 * 17
+    assert both.planned == both.read_encoded == 2 * 18
 
 
 @pytest.mark.parametrize("name", ["v1-dict-snappy", "v2-plain-gzip", "v1-fallback"])
 def test_generated_same_bytes_when_truncating(written, name):
+    _assert_same(written[name], truncate_length=5)
+
+
+@pytest.mark.parametrize("rank_below", [0, 10**9])
+@pytest.mark.parametrize("name", ["v1-dict-snappy", "v2-dict-zstd", "v1-fallback"])
+def test_byte_dictionaries_ranked_or_compared(written, name, rank_below, monkeypatch):
+    """Every byte-array dictionary ranked once (0), or none (their entries compared as bytes)."""
+    monkeypatch.setattr(encoded, "RANK_BELOW", rank_below)
+    _assert_same(written[name])
     _assert_same(written[name], truncate_length=5)
 
 
