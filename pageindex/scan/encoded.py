@@ -41,8 +41,6 @@ AUTO, ARROW, NUMBA = "auto", "arrow", "numba"
 _NUMBERS = {(Type.INT32, Kind.SIGNED): "<i4", (Type.INT32, Kind.UNSIGNED): "<u4",
             (Type.INT64, Kind.SIGNED): "<i8", (Type.INT64, Kind.UNSIGNED): "<u8",
             (Type.FLOAT, Kind.FLOAT): "<f4", (Type.DOUBLE, Kind.FLOAT): "<f8"}
-# The Arrow types a synthesized file of physical types only decodes these to.
-_ARROW = {Type.INT32: pa.int32(), Type.INT64: pa.int64(), Type.FLOAT: pa.float32(), Type.DOUBLE: pa.float64()}
 # A byte-array dictionary is ranked once (then each value is a rank lookup) when the chunk has at
 # least this many values per entry; a bigger one is not (each value is then compared as bytes).
 RANK_BELOW = 16
@@ -121,13 +119,13 @@ class _Unread(Exception):
 @functools.cache
 def _into() -> dict:
     """cramjam's decompressors that write into a given buffer, by codec (none without cramjam):
-    on these pages they run at up to twice the speed of pyarrow's (bench/RESULTS-scan.md)."""
+    its snappy runs at up to twice the speed of pyarrow's on these pages (bench/RESULTS-scan.md)."""
     try:
         import cramjam
     except ImportError:
         return {}
-    return {CompressionCodec.SNAPPY: cramjam.snappy.decompress_raw_into,
-            CompressionCodec.ZSTD: cramjam.zstd.decompress_into}
+    # zstd: pyarrow's is as fast on these pages, and cramjam's gains nothing from the buffer.
+    return {CompressionCodec.SNAPPY: cramjam.snappy.decompress_raw_into}
 
 
 # Decompressed pages and dictionaries go into buffers each thread keeps from chunk to chunk (up to
@@ -326,9 +324,8 @@ class _Scanner:
     def _array(self, found: list) -> pa.ChunkedArray:
         if self.bytes:
             return pa.chunked_array([pa.array(found, pa.binary())])
-        arrow_type = _ARROW[self.chunk.leaf.physical_type]
-        numbers = np.array(found, dtype=self.dtype)
-        return pa.chunked_array([pa.Array.from_buffers(arrow_type, len(numbers), [None, pa.py_buffer(numbers)])])
+        # The codecs read fixed-width values as their bytes: the Arrow type (unsigned or not) is moot.
+        return pa.chunked_array([pa.array(np.array(found, dtype=self.dtype))])
 
 
 @dataclass(frozen=True)
