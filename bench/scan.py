@@ -169,7 +169,9 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
             levels, values, _ = scanner._sections(page)
         except Exception:
             return
-        buf = values if isinstance(values, np.ndarray) else np.frombuffer(values, np.uint8)
+        # Copies: the scan decompresses into buffers it reuses for the next page and chunk.
+        levels = levels.copy()
+        buf = np.array(np.frombuffer(values, np.uint8) if not isinstance(values, np.ndarray) else values)
         if chunk.leaf.max_def == 1:
             start, end = (0, len(levels)) if page.kind == PageType.DATA_PAGE_V2 else (4, 4 + int(levels[:4].view("<u4")[0]))
             work["levels"].append(lambda lv=levels, s=start, e=end, n=page.num_values: k.level_zeros(lv, s, e, n))
@@ -180,8 +182,11 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
         if defined <= 0:
             continue
         if page.value_encoding in DICTIONARY_ENCODINGS:
-            d = scanner._dictionary()
-            if scanner.bytes:
+            d = _held(scanner._dictionary())
+            if isinstance(d.ordered, encoded._Spans):
+                work["dictionary indices"].append(lambda b=buf, n=defined, d=d: k.index_bytes(
+                    b, 0, len(b), n, d.ordered.body, d.ordered.starts, d.lengths))
+            elif scanner.bytes:
                 work["dictionary indices"].append(
                     lambda b=buf, n=defined, d=d: k.index_ranks(b, 0, len(b), n, d.rank, d.lengths))
             else:
@@ -194,6 +199,16 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
         elif page.value_encoding == Encoding.PLAIN:
             work["PLAIN numbers"].append(lambda b=buf, n=defined: scanner._plain(b, n))
             counts["PLAIN numbers"] += defined
+
+
+def _held(d):
+    """A chunk's dictionary copied out of the buffer the scan reuses for the next chunk's."""
+    ordered = d.ordered
+    if isinstance(ordered, np.ndarray):
+        ordered = ordered.copy()
+    elif isinstance(ordered, encoded._Spans):
+        ordered = encoded._Spans(ordered.body.copy(), ordered.starts, ordered.lengths)
+    return encoded._Dictionary(d.rank, d.lengths, ordered)
 
 
 def _prime() -> None:

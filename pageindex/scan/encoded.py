@@ -306,7 +306,7 @@ class _Scanner:
         return _Dictionary(self.no_lengths, self.no_lengths, body[: count * self.dtype.itemsize].view(self.dtype))
 
     def _bytes_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
-        if count < 0:
+        if count < 0 or count * 4 > len(body):  # each entry has its 4-byte length at least
             raise _Unread()
         if count * RANK_BELOW > self.chunk.num_values:
             # Too many entries to rank for the values: the kernel compares the ones pages refer to.

@@ -16,8 +16,9 @@ from pageindex.format.column_order import Kind, Order
 from pageindex.format.footer import read_footer
 from pageindex.io.storage import open_source
 from pageindex.scan import encoded
+from pageindex.scan.page_walk import walk_chunk
 from tests.helpers.both_paths import both_paths, indexes, scan_kernel
-from tests.helpers.corpus import load_catalog, corpus_path
+from tests.helpers.corpus import corpus_path, load_catalog
 
 pytest.importorskip("numba")
 
@@ -123,8 +124,7 @@ def test_byte_dictionaries_ranked_or_compared(written, name, rank_below, monkeyp
 
 
 def test_pages_really_are_mixed(written):
-    """The fallback files hold dictionary and PLAIN pages in one chunk; both v2 files hold v2 pages."""
-    from pageindex.scan.page_walk import walk_chunk
+    """The fallback files hold dictionary and PLAIN pages in one chunk."""
     for name in ("v1-fallback", "v2-fallback"):
         source = open_source(str(written[name]))
         footer = read_footer(source)
