@@ -108,7 +108,9 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
         return None
     try:
         return _Scanner(compiled, chunk, order, pages).run()
-    except (MalformedFileError, _Unread):
+    except (MalformedFileError, _Unread, MemoryError):
+        # MemoryError: a header claiming a page far bigger than its bytes could hold; Arrow's
+        # decode of the chunk reports it as what it is.
         return None
 
 
@@ -193,6 +195,8 @@ class _Scanner:
         counts = np.zeros(n, np.int64)
         unencoded = np.zeros(n, np.int64) if self.bytes else None
         found: list = []
+        if self.pages.dictionary is not None:
+            self._dictionary()  # read even if no page refers to it, as Arrow reads it (and may refuse it)
         for i, page in enumerate(self.pages.pages):
             levels, values, count_nulls = self._sections(page)
             nulls[i] = count_nulls(levels)
