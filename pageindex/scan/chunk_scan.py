@@ -80,6 +80,7 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[Request]) -> 
         if order is not None and walked.with_values:
             found = _extrema(walked, order)
             if found is not None:
+                del walked  # its bytes may be the source's reused buffer: free for the next read
                 yield found
                 continue
         if group.walked and not group.admits(walked):
