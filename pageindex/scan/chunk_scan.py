@@ -32,6 +32,7 @@ from pageindex.scan.values import (
     decode,
     decode_columns,
     decode_sections,
+    leaf_column,
     leaf_values,
     sections_head,
     synthesize,
@@ -295,7 +296,8 @@ def _stream(source: Source, pages: ChunkPages) -> bool:
 def _finish(walked: _Walked, array: pa.ChunkedArray) -> ChunkScan:
     chunk, levels = walked.chunk, walked.levels
     if not needs_level_decoding(chunk):
-        levels = flat_counts(levels, array, chunk.leaf.max_def)
+        # The leaf's nulls, not its column's: a required struct is never null, its leaf may be.
+        levels = flat_counts(levels, leaf_column(array), chunk.leaf.max_def)
     values = leaf_values(array)
     if pa.types.is_dictionary(values.type):
         _check_indices(values)

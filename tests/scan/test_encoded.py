@@ -190,3 +190,20 @@ _CORPUS = sorted({row["path"] for row in load_catalog() if row["path"].endswith(
 def test_corpus_same_index_bytes_or_same_error(relpath):
     path = corpus_path(relpath)
     assert _outcome(path, encoded.NUMBA) == _outcome(path, encoded.ARROW)
+
+
+def test_leaves_of_structs(tmp_path):
+    """A required leaf of an optional struct (its one definition level is the struct's) and an
+    optional leaf of a required struct: flat leaves, bounded by the kernels, same bytes."""
+    rng = np.random.default_rng(3)
+    inner = pa.struct([pa.field("req", pa.int64(), nullable=False), pa.field("opt", pa.string())])
+    values = [None if i % 5 == 0 else {"req": int(v), "opt": None if v % 3 else str(v)}
+              for i, v in enumerate(rng.integers(-1000, 1000, 4000))]
+    outer = pa.struct([pa.field("x", pa.float32())])
+    table = pa.table({"s": pa.array(values, inner),
+                      "t": pa.array([{"x": None if i % 7 == 0 else float(i)} for i in range(4000)], outer)},
+                     schema=pa.schema([pa.field("s", inner), pa.field("t", outer, nullable=False)]))
+    path = tmp_path / "structs.parquet"
+    pq.write_table(table, path, data_page_size=1024, write_page_index=False)
+    both = _assert_same(path)
+    assert (both.planned, both.read_encoded) == (2, 2)  # s.req and t.x; s.opt has two levels
