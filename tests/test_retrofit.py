@@ -8,20 +8,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pageindex.retrofit import retrofit
-from pageindex.scan import chunk_scan
+from pageindex.scan import chunk_scan, encoded
 from pageindex.verify import verify
 
 
-def _note_at_each_decode(monkeypatch, note):
-    """A list that gets note() each time a chunk is about to be decoded."""
+def _note_at_each_decode(monkeypatch, note, step: str = "decode"):
+    """A list that gets note() each time a chunk is about to be decoded by Arrow (or, with
+    step="page_extrema", read from its encoded pages). Arrow decodes every chunk unless asked."""
+    if step == "decode":
+        monkeypatch.setenv(encoded.ENV, encoded.ARROW)
     notes = []
-    original = chunk_scan.decode
+    original = getattr(chunk_scan, step)
 
     def recording(*args, **kwargs):
         notes.append(note())
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(chunk_scan, "decode", recording)
+    monkeypatch.setattr(chunk_scan, step, recording)
     return notes
 
 
@@ -47,4 +50,15 @@ def test_retrofit_and_verify_run_with_the_collector_paused(tmp_path, monkeypatch
     retrofit(str(path))
     assert verify(str(path)).ok
     assert collector_on_while_decoding == [False, False]  # retrofit's decode, then verify's
+    assert gc.isenabled()
+
+
+def test_encoded_scans_run_with_the_collector_paused(tmp_path, monkeypatch):
+    path = tmp_path / "one_column.parquet"
+    pq.write_table(pa.table({"a": list(range(100))}), path)
+    monkeypatch.setenv(encoded.ENV, encoded.NUMBA)
+    collector_on_while_reading = _note_at_each_decode(monkeypatch, gc.isenabled, "page_extrema")
+    gc.enable()
+    retrofit(str(path))
+    assert collector_on_while_reading == [False]
     assert gc.isenabled()

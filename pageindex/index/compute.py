@@ -14,7 +14,7 @@ from pageindex.format.thrift import decode_struct
 from pageindex.index import page_stats
 from pageindex.index.bloom.blob import build_filter
 from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
-from pageindex.index.builder import Refusal, column_index, offset_index, unencoded_bytes
+from pageindex.index.builder import Refusal, column_index, column_index_of_extrema, offset_index, unencoded_bytes
 from pageindex.index.fallback import Fallback
 from pageindex.index.plan import ChunkPlan
 from pageindex.index.tail_writer import ChunkIndexes
@@ -110,14 +110,17 @@ def _span(planned: ChunkPlan) -> tuple[int, int]:
 
 
 def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int) -> Iterator[Computed]:
-    scans = scan_chunks(source, footer, [(planned.chunk, planned.with_values) for planned in row])
+    scans = scan_chunks(source, footer, [(planned.chunk, planned.with_values, planned.encoded_order)
+                                         for planned in row])
     for planned in row:
         # Not zip(row, scans): zip's reused result tuple would keep this scan alive while the
         # next chunk decodes.
         scan = next(scans)
         computed = _from_scan(planned, scan, truncate_length)
+        decoded = scan.extrema is None  # an encoded scan holds only buffers kept for the next chunk
         del scan
-        release_memory(planned.chunk.total_compressed_size)
+        if decoded:
+            release_memory(planned.chunk.total_compressed_size)
         yield computed
 
 
@@ -191,6 +194,12 @@ def _indexes_from_scan(planned: ChunkPlan, scan: ChunkScan, truncate_length: int
     why = _no_valid_index(levels)
     if why is not None:
         return ChunkIndexes(None, None), report(False, False, why)
+    if scan.extrema is not None:
+        oi = offset_index(pages, levels, scan.extrema.unencoded)
+        ci = column_index_of_extrema(leaf, order, levels, scan.extrema, truncate_length)
+        if isinstance(ci, Refusal):
+            return ChunkIndexes(None, oi), report(True, False, ci.reason)
+        return ChunkIndexes(ci, oi), report(True, True)
     if scan.values is None:
         return ChunkIndexes(None, offset_index(pages, levels, None)), report(True, False, order.reason)
     unencoded = unencoded_bytes(scan.values, levels.defined) if leaf.physical_type == Type.BYTE_ARRAY else None

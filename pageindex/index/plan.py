@@ -13,6 +13,7 @@ from pageindex.index import page_stats
 from pageindex.index.bloom.columns import Chosen, choose
 from pageindex.index.bloom.options import BloomOptions
 from pageindex.index.fallback import Fallback
+from pageindex.scan import encoded
 from pageindex.scan.chunk_scan import needs_values
 
 
@@ -30,6 +31,13 @@ class ChunkPlan:
     def with_values(self) -> bool:
         """An exact scan decodes the chunk's values."""
         return self.bloom is not None or needs_values(self.chunk, self.order)
+
+    @property
+    def encoded_order(self) -> Order | None:
+        """The order under which an exact scan may bound the chunk from its encoded pages
+        (scan/encoded.py) rather than from decoded values: not when a bloom filter wants them."""
+        readable = self.bloom is None and self.order.indexable and encoded.readable(self.chunk, self.order)
+        return self.order if readable else None
 
 
 def plan_chunks(footer: Footer, trust_page_stats: bool, bloom: BloomOptions = BloomOptions(),

@@ -15,6 +15,7 @@ from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.format.parquet_thrift import Type
 from pageindex.io.storage import Source
+from pageindex.scan.encoded import PageExtrema, page_extrema
 from pageindex.scan.page_levels import (
     PageLevels,
     ValueSection,
@@ -22,6 +23,7 @@ from pageindex.scan.page_levels import (
     flat_levels,
     needs_level_decoding,
     nested_levels,
+    with_nulls,
 )
 from pageindex.scan.page_walk import ChunkPages, walk_chunk
 from pageindex.scan.values import (
@@ -30,6 +32,7 @@ from pageindex.scan.values import (
     decode,
     decode_columns,
     decode_sections,
+    leaf_column,
     leaf_values,
     sections_head,
     synthesize,
@@ -44,6 +47,7 @@ class ChunkScan:
     pages: ChunkPages
     levels: PageLevels
     values: pa.ChunkedArray | None  # defined leaf values (maybe dictionary-typed), when decoded
+    extrema: PageExtrema | None = None  # instead of values: each page's extrema, read encoded
 
 
 def needs_values(chunk: ChunkMeta, order: Order) -> bool:
@@ -57,17 +61,29 @@ def scan_chunk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bo
     return next(scan_chunks(source, footer, [(chunk, with_values)]))
 
 
-def scan_chunks(source: Source, footer: Footer, requests: Iterable[tuple[ChunkMeta, bool]]
-                ) -> Iterator[ChunkScan]:
+# A request: a chunk, whether its values are wanted, and optionally the order under which its
+# page extrema may be read from the encoded pages instead (see scan/encoded.py).
+Request = tuple[ChunkMeta, bool] | tuple[ChunkMeta, bool, Order | None]
+
+
+def scan_chunks(source: Source, footer: Footer, requests: Iterable[Request]) -> Iterator[ChunkScan]:
     """scan_chunk over chunks of one row group, in order. Small chunks are decoded in groups of
     up to GROUP_BYTES of decoded pages and GROUP_CHUNKS chunks per Arrow read: a wide table pays
-    the per-read cost once per group, not once per column."""
+    the per-read cost once per group, not once per column. A chunk requested with an order gets
+    its page extrema from its encoded pages where it can (no values), else it is decoded."""
     group = _Group()
-    for chunk, with_values in requests:
-        if group.walked and (not with_values or chunk.total_compressed_size > GROUP_BYTES // 4):
+    for chunk, with_values, *encoded in requests:
+        order = encoded[0] if encoded and with_values else None
+        if group.walked and (not with_values or order is not None or chunk.total_compressed_size > GROUP_BYTES // 4):
             # Finish the group before a big chunk is read, so the two are never held together.
             yield from _decode_group(source, footer, group.take())
-        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, with_values))
+        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, with_values, order is not None))
+        if order is not None and walked.with_values:
+            found = _extrema(walked, order)
+            if found is not None:
+                del walked  # its bytes may be the source's reused buffer: free for the next read
+                yield found
+                continue
         if group.walked and not group.admits(walked):
             yield from _decode_group(source, footer, group.take())
         if walked.with_values:
@@ -170,11 +186,23 @@ def _located(source: Source, chunk: ChunkMeta, step: Callable[[], Result]) -> Re
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
 
-def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool) -> _Walked:
+def _extrema(walked: _Walked, order: Order) -> ChunkScan | None:
+    """The scan of a flat chunk from its encoded pages, or None to decode it with Arrow."""
+    found = page_extrema(walked.chunk, order, walked.pages)
+    if found is None:
+        return None
+    levels = with_nulls(walked.levels, found.nulls, walked.chunk.leaf.max_def)
+    return ChunkScan(walked.pages.without_data(), levels, None, found)
+
+
+def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool, in_memory: bool = False
+          ) -> _Walked:
     nested = needs_level_decoding(chunk)
     # A big flat chunk is walked through a window: its levels need no page bytes, and its
-    # values are most likely streamed, so reading it whole would fault in fresh memory for nothing.
-    windowed = source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES and not nested
+    # values are most likely streamed, so reading it whole would fault in fresh memory for nothing
+    # (`in_memory`: its encoded pages are read here, so it is read whole once).
+    windowed = (source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES and not nested
+                and not in_memory)
     pages = walk_chunk(source, chunk, footer.footer_start, window=WALK_WINDOW if windowed else None)
     if nested:
         levels, sections = nested_levels(chunk, pages, with_values=with_values)
@@ -186,7 +214,7 @@ def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool) -
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
     with_values = with_values and levels.split_record_page is None
     if with_values and sections is None:
-        if _stream(source, pages):
+        if _stream(source, pages) and not in_memory:
             pages = pages.stored(source)
             source.drop_spare()  # Arrow reads the pages again while it decodes: nothing else is held
         else:
@@ -268,7 +296,8 @@ def _stream(source: Source, pages: ChunkPages) -> bool:
 def _finish(walked: _Walked, array: pa.ChunkedArray) -> ChunkScan:
     chunk, levels = walked.chunk, walked.levels
     if not needs_level_decoding(chunk):
-        levels = flat_counts(levels, array, chunk.leaf.max_def)
+        # The leaf's nulls, not its column's: a required struct is never null, its leaf may be.
+        levels = flat_counts(levels, leaf_column(array), chunk.leaf.max_def)
     values = leaf_values(array)
     if pa.types.is_dictionary(values.type):
         _check_indices(values)

@@ -289,6 +289,12 @@ def _decode_in_batches(reader: pq.ParquetFile, batch_rows: int) -> pa.ChunkedArr
             batch_rows = max(1, batch_rows // 16)
 
 
+def leaf_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A flat leaf's values, a null where its definition level says so, out of the structs it
+    may sit in (an optional leaf of a required struct: the struct is never null, the leaf may be)."""
+    return pa.chunked_array([_flattened(chunk) for chunk in column.chunks], type=_leaf_type(column.type))
+
+
 def leaf_values(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """The defined (non-null) leaf values of a flat leaf, which may sit in required structs
     (repeated leaves and optional groups are read from their values sections instead)."""
@@ -301,7 +307,12 @@ def _leaf_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _leaf(array: pa.Array) -> pa.Array:
+def _flattened(array: pa.Array) -> pa.Array:
     while pa.types.is_struct(array.type):
         array = array.flatten()[0]
+    return array
+
+
+def _leaf(array: pa.Array) -> pa.Array:
+    array = _flattened(array)
     return array.drop_null() if array.null_count else array

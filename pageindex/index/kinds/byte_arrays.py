@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -26,25 +26,21 @@ class ByteArrayCodec(Codec):
 
     def page_bounds(self, leaf: Leaf, order: Order, values: pa.ChunkedArray, defined: np.ndarray,
                     truncate_length: int) -> Bounds:
-        n = len(defined)
-        # Prefixes of cap bytes decide the truncated bounds: values sharing them truncate alike.
-        # (Arrow's binary_slice must get a stop it can represent: no cap for "no truncation".)
-        cap = truncate_length + 4 if order.truncatable and truncate_length < MAX_CAP else None
         # Aggregating the prefixes (not the values) keeps memory at pages x cap, however long the
         # values are; prefixes order like their values except in ties, which truncate alike.
+        cap = _cap(order, truncate_length)
         lo, hi, pages = grouped_min_max(values, defined, cap)
-        if order.truncatable:
-            lo = [truncate_min(v, truncate_length, partial=len(v) == cap) for v in lo]
-            maxes = []
-            for page, v in zip(pages, hi):
-                bound = truncate_max(v, truncate_length, partial=len(v) == cap)
-                if len(v) == cap and bound == v:
-                    # No shorter upper bound exists, so the whole value is kept: read it in full.
-                    bound = _page_max(values, defined, page)
-                maxes.append(bound)
-            hi = maxes
-        lo_s, hi_s = spread(n, pages, lo), spread(n, pages, hi)
-        return Bounds(lo_s, hi_s, lo_s, hi_s, None)
+        return _bounds(order, len(defined), pages, lo, hi, cap, truncate_length,
+                       lambda page: _page_max(values, defined, page))
+
+    def extrema_bounds(self, order: Order, n: int, pages: list[int], lows: list[bytes], highs: list[bytes],
+                       truncate_length: int) -> Bounds:
+        """The bounds page_bounds finds, from each non-null page's least and greatest value (whole)."""
+        cap = _cap(order, truncate_length)
+        whole = dict(zip(pages, highs))
+        if cap is not None:
+            lows, highs = [v[:cap] for v in lows], [v[:cap] for v in highs]
+        return _bounds(order, n, pages, lows, highs, cap, truncate_length, whole.__getitem__)
 
     def key(self, leaf: Leaf, order: Order, raw: bytes) -> Any:
         return raw
@@ -76,6 +72,30 @@ class ByteArrayCodec(Codec):
             except UnicodeDecodeError:
                 pass
         return "0x" + raw.hex()
+
+
+def _cap(order: Order, truncate_length: int) -> int | None:
+    """Prefixes of cap bytes decide the truncated bounds: values sharing them truncate alike.
+    (Arrow's binary_slice must get a stop it can represent: no cap for "no truncation".)"""
+    return truncate_length + 4 if order.truncatable and truncate_length < MAX_CAP else None
+
+
+def _bounds(order: Order, n: int, pages: list, lo: list, hi: list, cap: int | None, truncate_length: int,
+            page_max: Callable[[int], bytes]) -> Bounds:
+    """Bounds of `n` pages from the min and max (cut to `cap` bytes) of the non-null `pages`;
+    `page_max` reads a page's whole max when no shorter upper bound exists."""
+    if order.truncatable:
+        lo = [truncate_min(v, truncate_length, partial=len(v) == cap) for v in lo]
+        maxes = []
+        for page, v in zip(pages, hi):
+            bound = truncate_max(v, truncate_length, partial=len(v) == cap)
+            if len(v) == cap and bound == v:
+                # No shorter upper bound exists, so the whole value is kept: read it in full.
+                bound = page_max(page)
+            maxes.append(bound)
+        hi = maxes
+    lo_s, hi_s = spread(n, pages, lo), spread(n, pages, hi)
+    return Bounds(lo_s, hi_s, lo_s, hi_s, None)
 
 
 def _is_string(t: pa.DataType) -> bool:

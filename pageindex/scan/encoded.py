@@ -1,0 +1,372 @@
+"""Page extrema straight from a flat chunk's encoded pages: null counts from the definition levels,
+each page's least and greatest value from PLAIN values or dictionary indices, no values decoded.
+
+The compiled kernels (pageindex.scan.kernels, numba) do the streams; without numba, or for any
+chunk or page this path does not read, the caller decodes the chunk with Arrow instead.
+PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =numba insists on the kernels.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pageindex.errors import MalformedFileError
+from pageindex.format.column_order import Kind, Order
+from pageindex.format.compression import decompress
+from pageindex.format.thrift import uleb128
+from pageindex.format.footer import ChunkMeta
+from pageindex.format.parquet_thrift import (
+    CompressionCodec,
+    DataPageHeader,
+    DictionaryPageHeader,
+    Encoding,
+    PageHeader,
+    PageType,
+    Type,
+)
+from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
+
+ENV = "PAGEINDEX_SCAN_KERNEL"
+AUTO, ARROW, NUMBA = "auto", "arrow", "numba"
+
+# Fixed-width values as numpy reads them little-endian, by physical type and signedness.
+_NUMBERS = {(Type.INT32, Kind.SIGNED): "<i4", (Type.INT32, Kind.UNSIGNED): "<u4",
+            (Type.INT64, Kind.SIGNED): "<i8", (Type.INT64, Kind.UNSIGNED): "<u8",
+            (Type.FLOAT, Kind.FLOAT): "<f4", (Type.DOUBLE, Kind.FLOAT): "<f8"}
+# A byte-array dictionary is ranked once (then each value is a rank lookup) when the chunk has at
+# least this many values per entry; a bigger one is not (each value is then compared as bytes).
+RANK_BELOW = 16
+
+
+@dataclass(frozen=True)
+class PageExtrema:
+    """A flat chunk's per-page facts found without decoding its values: null counts, and each
+    page's least and greatest value as `values` (two per page holding values, none for a null
+    page: `counts`), which bound the page exactly as all its values would. A float page holding
+    NaN has a NaN among its two."""
+
+    nulls: np.ndarray
+    values: pa.ChunkedArray
+    counts: np.ndarray
+    unencoded: np.ndarray | None  # BYTE_ARRAY: per page, the bytes of its values
+
+
+def kernels() -> ModuleType | None:
+    """The compiled kernels, or None for Arrow's decode. Read on every call, so a test can set
+    the variable; numba is imported on the first chunk that could use it."""
+    choice = os.environ.get(ENV, AUTO).strip().lower() or AUTO
+    if choice not in (AUTO, ARROW, NUMBA):
+        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
+    if choice == ARROW:
+        return None
+    compiled = _import_kernels()
+    if compiled is None and choice == NUMBA:
+        raise ValueError(f"{ENV}={NUMBA} but numba is not installed (pip install 'pageindex[fast]')")
+    return compiled
+
+
+@functools.cache
+def _import_kernels() -> ModuleType | None:
+    try:
+        from pageindex.scan import kernels as compiled
+    except ImportError:
+        return None
+    except RuntimeError as err:
+        # numba refuses cache=True without a writable cache directory: Arrow gives the same bytes.
+        warnings.warn(f"page bounds fall back to Arrow's decode: {err}; set NUMBA_CACHE_DIR to a "
+                      "writable directory to use the compiled kernels", RuntimeWarning, stacklevel=2)
+        return None
+    return compiled
+
+
+def readable(chunk: ChunkMeta, order: Order) -> bool:
+    """Whether this path may bound the chunk, from the footer alone: a flat leaf (no repetition,
+    at most one definition level) of INT32, INT64, FLOAT or DOUBLE, or of a BYTE_ARRAY compared
+    byte-wise, under its type order; and the kernels are there."""
+    leaf = chunk.leaf
+    if leaf.max_rep or leaf.max_def > 1 or order.total_order:
+        return False
+    fits = ((leaf.physical_type, order.kind) in _NUMBERS
+            or (leaf.physical_type == Type.BYTE_ARRAY and order.kind is Kind.BYTES))
+    return fits and kernels() is not None
+
+
+def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtrema | None:
+    """The chunk's per-page extrema, or None when a page is beyond this path (another encoding,
+    a writer quirk, a stream or page it cannot read): Arrow then decodes the chunk, and reports
+    whatever is wrong with it. `pages` must hold their bytes."""
+    compiled = kernels()
+    if compiled is None:
+        return None
+    try:
+        return _Scanner(compiled, chunk, order, pages).run()
+    except (MalformedFileError, _Unread, MemoryError):
+        # MemoryError: a header claiming a page far bigger than its bytes could hold; Arrow's
+        # decode of the chunk reports it as what it is.
+        return None
+
+
+class _Unread(Exception):
+    """A page this path does not read."""
+
+
+@functools.cache
+def _into() -> dict:
+    """cramjam's decompressors that write into a given buffer, by codec (none without cramjam):
+    its snappy runs at up to twice the speed of pyarrow's on these pages (bench/RESULTS-scan.md)."""
+    try:
+        import cramjam
+    except ImportError:
+        return {}
+    # zstd: pyarrow's is as fast on these pages, and cramjam's gains nothing from the buffer.
+    return {CompressionCodec.SNAPPY: cramjam.snappy.decompress_raw_into}
+
+
+# Decompressed pages and dictionaries go into buffers each thread keeps from chunk to chunk (up to
+# this size): fresh memory for every chunk would be faulted in afresh each time.
+KEEP_BYTES = 16 << 20
+_BUFFERS = threading.local()
+
+
+def _buffer(slot: str, size: int) -> np.ndarray:
+    held = getattr(_BUFFERS, slot, None)
+    if held is not None and len(held) >= size:
+        return held[:size]
+    fresh = np.empty(size, np.uint8)
+    if size <= KEEP_BYTES:
+        setattr(_BUFFERS, slot, fresh)
+    return fresh
+
+
+class _Pages:
+    """A chunk's page bodies decompressed into this thread's buffers (exactly their declared
+    size, as format.compression checks it; anything else is left to that check)."""
+
+    def __init__(self, codec: int) -> None:
+        self.codec = codec
+        self.into = _into().get(codec)
+
+    def body(self, data: memoryview, size: int, slot: str = "page") -> np.ndarray:
+        """The decompressed body, valid until the next one of its `slot` on this thread."""
+        if self.codec == CompressionCodec.UNCOMPRESSED and len(data) == size:
+            return np.frombuffer(data, np.uint8)  # read in place
+        if self.into is None or size <= 0 or (self.codec == CompressionCodec.SNAPPY and not _snappy_says(data, size)):
+            return np.frombuffer(decompress(self.codec, data, size), np.uint8)
+        out = _buffer(slot, size)
+        try:
+            written = self.into(data, out)
+        except Exception:  # noqa: BLE001 - cramjam's errors: the checked decompress names the fault
+            written = -1
+        if written != size:
+            return np.frombuffer(decompress(self.codec, data, size), np.uint8)
+        return out
+
+
+def _snappy_says(data: memoryview, size: int) -> bool:
+    """The snappy stream's length preamble states `size` (the raw decoder does not check it)."""
+    preamble = uleb128(data, 0, 5)
+    return preamble is not None and preamble[0] == size
+
+
+class _Scanner:
+    """One chunk's pages, one at a time."""
+
+    def __init__(self, compiled: ModuleType, chunk: ChunkMeta, order: Order, pages: ChunkPages) -> None:
+        self.k, self.chunk, self.pages = compiled, chunk, pages
+        leaf = chunk.leaf
+        self.bytes = leaf.physical_type == Type.BYTE_ARRAY
+        self.dtype = None if self.bytes else np.dtype(_NUMBERS[(leaf.physical_type, order.kind)])
+        self.max_def = leaf.max_def
+        self.dictionary: _Dictionary | None = None
+        self.bodies = _Pages(chunk.codec)
+        self.no_lengths = np.zeros(0, np.int64)
+
+    def run(self) -> PageExtrema:
+        n = len(self.pages.pages)
+        nulls = np.zeros(n, np.int64)
+        counts = np.zeros(n, np.int64)
+        unencoded = np.zeros(n, np.int64) if self.bytes else None
+        found: list = []
+        if self.pages.dictionary is not None:
+            self._dictionary()  # read even if no page refers to it, as Arrow reads it (and may refuse it)
+        for i, page in enumerate(self.pages.pages):
+            levels, values, count_nulls = self._sections(page)
+            nulls[i] = count_nulls(levels)
+            defined = page.num_values - nulls[i]
+            if defined == 0:
+                continue
+            low, high, size = self._extrema(page, values, defined)
+            found += (low, high)
+            counts[i] = 2
+            if unencoded is not None:
+                unencoded[i] = size
+        return PageExtrema(nulls, self._array(found), counts, unencoded)
+
+    def _sections(self, page: Page):
+        """The page's definition levels and values section (both uncompressed) and how to count
+        the levels' nulls."""
+        body = self.pages.body(page)
+        if page.kind == PageType.DATA_PAGE_V2:
+            end = page.rep_levels_size + page.def_levels_size
+            if page.rep_levels_size or (self.max_def == 0 and page.def_levels_size):
+                raise _Unread()
+            values = body[end:]
+            size = page.uncompressed_size - end
+            if page.is_compressed:
+                values = self.bodies.body(values, size)
+            elif len(values) != size:
+                raise _Unread()  # a writer that says uncompressed and compresses: Arrow's to judge
+            levels = np.frombuffer(body[:end], np.uint8)
+            return levels, values, lambda lv: self._nulls(lv, 0, len(lv), page.num_values)
+        if page.kind != PageType.DATA_PAGE:
+            raise _Unread()
+        whole = self.bodies.body(body, page.uncompressed_size)
+        if self.max_def == 0:
+            return whole, whole, lambda lv: 0
+        header = page.header.get(PageHeader.DATA_PAGE_HEADER)
+        if header.get(DataPageHeader.DEFINITION_LEVEL_ENCODING) not in (Encoding.RLE, None) or len(whole) < 4:
+            raise _Unread()
+        length = int(whole[:4].view("<u4")[0])
+        if 4 + length > len(whole):
+            raise _Unread()
+        return whole, whole[4 + length:], lambda lv: self._nulls(lv, 4, 4 + length, page.num_values)
+
+    def _nulls(self, levels: np.ndarray, start: int, end: int, count: int) -> int:
+        if self.max_def == 0:
+            return 0
+        zeros = self.k.level_zeros(levels, start, end, count)
+        if zeros < 0:
+            raise _Unread()
+        return int(zeros)
+
+    def _extrema(self, page: Page, values, defined: int) -> tuple:
+        """The least and greatest of the page's `defined` values, and (byte arrays) their bytes."""
+        buf = values if isinstance(values, np.ndarray) else np.frombuffer(values, np.uint8)
+        encoding = page.value_encoding
+        if encoding == Encoding.PLAIN:
+            return self._plain(buf, defined)
+        if encoding in DICTIONARY_ENCODINGS and not self.bytes:
+            entries = self._dictionary().ordered
+            if len(entries) == 0:
+                raise _Unread()
+            low, high, nan, status = self.k.index_values(buf, 0, len(buf), defined, entries)
+            if status < 0:
+                raise _Unread()
+            # A NaN among the page's values stays among its two, so it is seen (R7).
+            return (low, self.dtype.type(np.nan) if nan else high, 0)
+        if encoding in DICTIONARY_ENCODINGS and isinstance(self._dictionary().ordered, _Spans):
+            spans = self._dictionary()
+            low, high, size, status = self.k.index_bytes(buf, 0, len(buf), defined, spans.ordered.body,
+                                                         spans.ordered.starts, spans.lengths)
+            if status < 0:
+                raise _Unread()
+            return spans.ordered[low], spans.ordered[high], int(size)
+        if encoding in DICTIONARY_ENCODINGS:
+            dictionary = self._dictionary()
+            low, high, size, status = self.k.index_ranks(buf, 0, len(buf), defined, dictionary.rank,
+                                                         dictionary.lengths if self.bytes else self.no_lengths)
+            if status < 0:
+                raise _Unread()
+            return dictionary.by_rank(low), dictionary.by_rank(high), int(size)
+        raise _Unread()
+
+    def _plain(self, buf: np.ndarray, defined: int) -> tuple:
+        if self.bytes:
+            low, low_len, high, high_len, size, status = self.k.plain_bytes(buf, 0, len(buf), defined)
+            if status < 0:
+                raise _Unread()
+            return bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len]), int(size)
+        if len(buf) < defined * self.dtype.itemsize:
+            raise _Unread()
+        numbers = buf[: defined * self.dtype.itemsize].view(self.dtype)
+        # numpy's min and max propagate NaN: a page holding one reports it.
+        return numbers.min(), numbers.max(), 0
+
+    def _dictionary(self) -> "_Dictionary":
+        if self.dictionary is None:
+            page = self.pages.dictionary
+            if page is None or page.kind != PageType.DICTIONARY_PAGE:
+                raise _Unread()
+            header = page.header.get(PageHeader.DICTIONARY_PAGE_HEADER)
+            if header.get(DictionaryPageHeader.ENCODING) not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
+                raise _Unread()
+            body = self.bodies.body(self.pages.body(page), page.uncompressed_size, "dictionary")
+            count = page.num_values
+            self.dictionary = self._bytes_dictionary(body, count) if self.bytes else self._number_dictionary(body, count)
+        return self.dictionary
+
+    def _number_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
+        if count < 0 or len(body) < count * self.dtype.itemsize:
+            raise _Unread()
+        # Not ranked: the kernel compares the entries a page refers to as numbers.
+        return _Dictionary(self.no_lengths, self.no_lengths, body[: count * self.dtype.itemsize].view(self.dtype))
+
+    def _bytes_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
+        if count < 0 or count * 4 > len(body):  # each entry has its 4-byte length at least
+            raise _Unread()
+        if count * RANK_BELOW > self.chunk.num_values:
+            # Too many entries to rank for the values: the kernel compares the ones pages refer to.
+            starts, lengths, status = self.k.entry_spans(body, count)
+            if status < 0:
+                raise _Unread()
+            return _Dictionary(self.no_lengths, lengths, _Spans(body, starts, lengths))
+        offsets, data, lengths, status = self.k.plain_dictionary(body, count)
+        if status < 0:
+            raise _Unread()
+        entries = pa.Array.from_buffers(pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        by_rank = pc.array_sort_indices(entries).to_numpy(zero_copy_only=False)
+        return _Dictionary(_ranks(by_rank), lengths, _Ranked(entries, by_rank))
+
+    def _array(self, found: list) -> pa.ChunkedArray:
+        if self.bytes:
+            return pa.chunked_array([pa.array(found, pa.binary())])
+        # The codecs read fixed-width values as their bytes: the Arrow type (unsigned or not) is moot.
+        return pa.chunked_array([pa.array(np.array(found, dtype=self.dtype))])
+
+
+@dataclass(frozen=True)
+class _Dictionary:
+    rank: np.ndarray  # byte arrays: per entry, its place in the column's order
+    lengths: np.ndarray  # byte arrays: per entry, its length
+    ordered: object  # byte arrays: the entries in rank order (_Ranked); numbers: the entries
+
+    def by_rank(self, r: int):
+        return self.ordered[r]
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """Byte-array entries in rank order, made Python bytes only when asked for (a page's two)."""
+
+    entries: pa.Array
+    by_rank: np.ndarray
+
+    def __getitem__(self, r: int) -> bytes:
+        return self.entries[int(self.by_rank[r])].as_py()
+
+
+@dataclass(frozen=True)
+class _Spans:
+    """Byte-array entries where the dictionary page holds them (on this thread's buffer)."""
+
+    body: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    def __getitem__(self, i: int) -> bytes:
+        start = int(self.starts[i])
+        return self.body[start: start + int(self.lengths[i])].tobytes()
+
+
+def _ranks(by_rank: np.ndarray) -> np.ndarray:
+    rank = np.empty(len(by_rank), np.int64)
+    rank[by_rank] = np.arange(len(by_rank), dtype=np.int64)
+    return rank

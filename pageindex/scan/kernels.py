@@ -1,0 +1,365 @@
+"""The encoded-page scan's hot loops compiled with numba: level and dictionary-index streams
+(RLE/bit-packed hybrid) and PLAIN byte arrays, reduced to counts, ranks and extrema per page.
+
+Imported by pageindex.scan.encoded only when numba imports (the `fast` extra). Every kernel
+returns a negative status on input it does not accept; the caller then leaves the chunk to Arrow.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# cache: compiled code is kept beside this file (or in NUMBA_CACHE_DIR), so a process after the
+# first loads it instead of compiling. nogil: chunks can be scanned on threads in parallel.
+_JIT = {"cache": True, "nogil": True}
+
+BAD = -1  # the stream does not hold what it should: Arrow decides what that means
+
+
+@njit(**_JIT)
+def _uleb(buf, p, end):
+    """The ULEB128 varint at p, and the position after it (-1 when cut off or over 5 bytes)."""
+    value = np.int64(0)
+    shift = 0
+    while p < end and shift < 35:
+        b = np.int64(buf[p])
+        p += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, p
+        shift += 7
+    return np.int64(0), np.int64(BAD)
+
+
+@njit(**_JIT)
+def _popcount8(b):
+    b = b - ((b >> 1) & 0x55)
+    b = (b & 0x33) + ((b >> 2) & 0x33)
+    return (b + (b >> 4)) & 0x0F
+
+
+@njit(**_JIT)
+def level_zeros(buf, p, end, count):
+    """Of `count` one-bit levels (maximum level 1) in the hybrid stream buf[p:end], how many
+    are 0 (the nulls of a flat optional leaf); BAD if the stream is shorter or holds a level
+    above 1."""
+    left = np.int64(count)
+    ones = np.int64(0)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return BAD
+        if header & 1:
+            groups = header >> 1
+            if p + groups > end:
+                return BAD
+            n = min(groups * 8, left)
+            full = n >> 3
+            for i in range(full):
+                ones += _popcount8(np.int64(buf[p + i]))
+            rest = n & 7
+            if rest:
+                ones += _popcount8(np.int64(buf[p + full]) & ((1 << rest) - 1))
+            p += groups
+            left -= n
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p >= end or buf[p] > 1:
+                return BAD
+            if buf[p] == 1:
+                ones += n
+            p += 1
+            left -= n
+    return count - ones
+
+
+@njit(**_JIT)
+def index_ranks(buf, p, end, count, rank, lengths):
+    """Over `count` dictionary indices (a bit-width byte, then the hybrid stream) in buf[p:end]:
+    the least and greatest rank[index], and the sum of lengths[index] (an empty `lengths`:
+    no sum). The status is BAD for a short stream, a width above 32 or an index outside
+    the dictionary."""
+    size = rank.shape[0]
+    with_lengths = lengths.shape[0] > 0
+    low = np.int64(size)
+    high = np.int64(-1)
+    total = np.int64(0)
+    if p >= end:
+        return low, high, total, BAD
+    width = np.int64(buf[p])
+    p += 1
+    if width > 32:
+        return low, high, total, BAD
+    mask = (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+    value_bytes = (width + 7) >> 3
+    left = np.int64(count)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return low, high, total, BAD
+        if header & 1:
+            groups = header >> 1
+            if p + groups * width > end:
+                return low, high, total, BAD
+            n = min(groups * 8, left)
+            acc = np.uint64(0)
+            bits = np.int64(0)
+            q = p
+            for _ in range(n):
+                while bits < width:
+                    acc |= np.uint64(buf[q]) << np.uint64(bits)
+                    q += 1
+                    bits += 8
+                index = np.int64(acc & mask)
+                acc >>= np.uint64(width)
+                bits -= width
+                if index >= size:
+                    return low, high, total, BAD
+                r = np.int64(rank[index])
+                low = min(low, r)
+                high = max(high, r)
+                if with_lengths:
+                    total += lengths[index]
+            p += groups * width
+            left -= n
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p + value_bytes > end:
+                return low, high, total, BAD
+            index = np.int64(0)
+            for k in range(value_bytes):
+                index |= np.int64(buf[p + k]) << (8 * k)
+            p += value_bytes
+            if index >= size:
+                return low, high, total, BAD
+            r = np.int64(rank[index])
+            low = min(low, r)
+            high = max(high, r)
+            if with_lengths:
+                total += lengths[index] * n
+            left -= n
+    return low, high, total, 0
+
+
+@njit(**_JIT)
+def index_values(buf, p, end, count, entries):
+    """Over `count` dictionary indices (as index_ranks reads them) into numeric `entries`: the
+    least and greatest entry referred to, whether one is NaN (then those two are undefined),
+    and the status. No ranking: the entries' own order is the column's."""
+    size = entries.shape[0]
+    low = high = entries[0]
+    nan = False
+    first = True
+    if p >= end:
+        return low, high, nan, BAD
+    width = np.int64(buf[p])
+    p += 1
+    if width > 32:
+        return low, high, nan, BAD
+    mask = (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+    value_bytes = (width + 7) >> 3
+    left = np.int64(count)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return low, high, nan, BAD
+        if header & 1:
+            groups = header >> 1
+            if p + groups * width > end:
+                return low, high, nan, BAD
+            n = min(groups * 8, left)
+            acc = np.uint64(0)
+            bits = np.int64(0)
+            q = p
+            for _ in range(n):
+                while bits < width:
+                    acc |= np.uint64(buf[q]) << np.uint64(bits)
+                    q += 1
+                    bits += 8
+                index = np.int64(acc & mask)
+                acc >>= np.uint64(width)
+                bits -= width
+                if index >= size:
+                    return low, high, nan, BAD
+                x = entries[index]
+                if x != x:
+                    nan = True
+                elif first:
+                    low = high = x
+                    first = False
+                elif x < low:
+                    low = x
+                elif x > high:
+                    high = x
+            p += groups * width
+            left -= n
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p + value_bytes > end:
+                return low, high, nan, BAD
+            index = np.int64(0)
+            for k in range(value_bytes):
+                index |= np.int64(buf[p + k]) << (8 * k)
+            p += value_bytes
+            if index >= size:
+                return low, high, nan, BAD
+            x = entries[index]
+            if x != x:
+                nan = True
+            elif first:
+                low = high = x
+                first = False
+            elif x < low:
+                low = x
+            elif x > high:
+                high = x
+            left -= n
+    return low, high, nan, 0
+
+
+@njit(**_JIT)
+def _less(buf, a, a_len, b, b_len):
+    """buf[a:a+a_len] < buf[b:b+b_len], unsigned byte-wise, a prefix first."""
+    for i in range(min(a_len, b_len)):
+        x = buf[a + i]
+        y = buf[b + i]
+        if x != y:
+            return x < y
+    return a_len < b_len
+
+
+@njit(**_JIT)
+def plain_bytes(buf, p, end, count):
+    """Over `count` PLAIN byte arrays (4-byte little-endian length, then the bytes) in
+    buf[p:end]: where the least and greatest start and their lengths, and the values' total
+    length; the status is BAD when a value runs past `end`."""
+    low = high = np.int64(-1)
+    low_len = high_len = np.int64(0)
+    total = np.int64(0)
+    for _ in range(count):
+        if p + 4 > end:
+            return low, low_len, high, high_len, total, BAD
+        n = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
+             | (np.int64(buf[p + 3]) << 24))
+        p += 4
+        if p + n > end:
+            return low, low_len, high, high_len, total, BAD
+        total += n
+        if low < 0:
+            low, low_len, high, high_len = p, n, p, n
+        elif _less(buf, p, n, low, low_len):
+            low, low_len = p, n
+        elif _less(buf, high, high_len, p, n):
+            high, high_len = p, n
+        p += n
+    return low, low_len, high, high_len, total, 0
+
+
+@njit(**_JIT)
+def index_bytes(buf, p, end, count, entries, starts, lengths):
+    """Over `count` dictionary indices (as index_ranks reads them) into byte-array entries (each
+    entries[starts[i] : starts[i] + lengths[i]]): the least and greatest entry referred to
+    (their indices), the sum of their lengths, and the status. For a dictionary too big to rank."""
+    size = starts.shape[0]
+    low = high = np.int64(-1)
+    total = np.int64(0)
+    if p >= end:
+        return low, high, total, BAD
+    width = np.int64(buf[p])
+    p += 1
+    if width > 32:
+        return low, high, total, BAD
+    mask = (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+    value_bytes = (width + 7) >> 3
+    left = np.int64(count)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return low, high, total, BAD
+        run = header & 1
+        if run:
+            groups = header >> 1
+            if p + groups * width > end:
+                return low, high, total, BAD
+            n = min(groups * 8, left)
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p + value_bytes > end:
+                return low, high, total, BAD
+        acc = np.uint64(0)
+        bits = np.int64(0)
+        q = p
+        index = np.int64(0)
+        for i in range(n if run else 1):
+            if run:
+                while bits < width:
+                    acc |= np.uint64(buf[q]) << np.uint64(bits)
+                    q += 1
+                    bits += 8
+                index = np.int64(acc & mask)
+                acc >>= np.uint64(width)
+                bits -= width
+            else:
+                for k in range(value_bytes):
+                    index |= np.int64(buf[p + k]) << (8 * k)
+            if index >= size:
+                return low, high, total, BAD
+            total += lengths[index] * (1 if run else n)
+            if low < 0:
+                low = high = index
+            elif index != low and index != high:
+                if _less(entries, starts[index], lengths[index], starts[low], lengths[low]):
+                    low = index
+                elif _less(entries, starts[high], lengths[high], starts[index], lengths[index]):
+                    high = index
+        p += groups * width if run else value_bytes
+        left -= n
+    return low, high, total, 0
+
+
+@njit(**_JIT)
+def entry_spans(buf, count):
+    """Where each of a PLAIN BYTE_ARRAY dictionary page's `count` entries starts, and its
+    length; the status is BAD past the data."""
+    starts = np.zeros(count, np.int64)
+    lengths = np.zeros(count, np.int64)
+    p = 0
+    end = buf.shape[0]
+    for i in range(count):
+        if p + 4 > end:
+            return starts, lengths, BAD
+        n = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
+             | (np.int64(buf[p + 3]) << 24))
+        p += 4
+        if p + n > end:
+            return starts, lengths, BAD
+        starts[i] = p
+        lengths[i] = n
+        p += n
+    return starts, lengths, 0
+
+
+@njit(**_JIT)
+def plain_dictionary(buf, count):
+    """A PLAIN BYTE_ARRAY dictionary page as Arrow large_binary buffers (int64 offsets, the
+    bytes) and each entry's length; `count` is -1 past the data (then the rest is unset)."""
+    offsets = np.zeros(count + 1, np.int64)
+    lengths = np.zeros(count, np.int64)
+    out = np.empty(buf.shape[0], np.uint8)
+    p = 0
+    q = 0
+    end = buf.shape[0]
+    for i in range(count):
+        if p + 4 > end:
+            return offsets, out[:0], lengths, BAD
+        n = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
+             | (np.int64(buf[p + 3]) << 24))
+        p += 4
+        if p + n > end:
+            return offsets, out[:0], lengths, BAD
+        out[q:q + n] = buf[p:p + n]
+        q += n
+        p += n
+        offsets[i + 1] = q
+        lengths[i] = n
+    return offsets, out[:q], lengths, 0

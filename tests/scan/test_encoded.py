@@ -1,0 +1,209 @@
+"""The encoded-page path (scan/encoded.py, scan/kernels.py) against Arrow's decode, chunk by chunk:
+generated edge cases and the corpus must give identical ColumnIndex and OffsetIndex bytes."""
+from __future__ import annotations
+
+import decimal
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pageindex.errors import PageIndexError
+from pageindex.format.column_order import Kind, Order
+from pageindex.format.footer import read_footer
+from pageindex.io.storage import open_source
+from pageindex.scan import encoded
+from pageindex.scan.page_walk import walk_chunk
+from tests.helpers.both_paths import both_paths, indexes, scan_kernel
+from tests.helpers.corpus import corpus_path, load_catalog
+
+pytest.importorskip("numba")
+
+ROWS = 3000
+
+
+def _with_nulls(values: list, every: int, rng: np.random.Generator) -> list:
+    """Values with a null at every `every`-th row and a stretch of nulls (an all-null page)."""
+    out = [None if i % every == 0 else v for i, v in enumerate(values)]
+    out[1000:1400] = [None] * 400
+    return out
+
+
+def _table(rng: np.random.Generator) -> pa.Table:
+    i32 = rng.integers(-2**31, 2**31, ROWS, dtype=np.int64).astype(np.int32)
+    i32[:2] = [np.iinfo(np.int32).min, np.iinfo(np.int32).max]
+    i64 = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, ROWS, dtype=np.int64)
+    i64[5:7] = [np.iinfo(np.int64).min, np.iinfo(np.int64).max]
+    u64 = rng.integers(0, np.iinfo(np.uint64).max, ROWS, dtype=np.uint64)
+    u64[3] = np.iinfo(np.uint64).max  # negative as a signed number: the order must be unsigned
+    small = rng.integers(-5, 5, ROWS)  # few distinct values: dictionary pages
+    zeros = rng.choice([-0.0, 0.0, 1.5, -2.5], ROWS)
+    doubles = rng.normal(size=ROWS)
+    doubles[7:9] = [math.inf, -math.inf]
+    words = [("w%03d" % v) * (v % 30) for v in rng.integers(0, 400, ROWS)]
+    long = [bytes([0xFF] * 70) if i % 97 == 0 else ("é" * 40 + str(i)).encode() for i in range(ROWS)]
+    return pa.table({
+        "i32": pa.array(i32),
+        "i32_opt": pa.array(_with_nulls(i32.tolist(), 7, rng), pa.int32()),
+        "i64": pa.array(i64),
+        "u32": pa.array(rng.integers(0, 2**32, ROWS, dtype=np.uint64).astype(np.uint32)),
+        "u64_opt": pa.array(_with_nulls(u64.tolist(), 5, rng), pa.uint64()),
+        "u8": pa.array(rng.integers(0, 256, ROWS).astype(np.uint8)),
+        "small": pa.array(_with_nulls(small.tolist(), 3, rng), pa.int64()),
+        "f32": pa.array(rng.normal(size=ROWS).astype(np.float32)),
+        "zeros": pa.array(_with_nulls(zeros.tolist(), 11, rng), pa.float64()),
+        "f64": pa.array(doubles),
+        "date": pa.array(rng.integers(-20000, 20000, ROWS).astype(np.int32), pa.int32()).cast(pa.date32()),
+        "ts": pa.array(rng.integers(-2**50, 2**50, ROWS), pa.int64()).cast(pa.timestamp("us", "UTC")),
+        "dec9": pa.array([decimal.Decimal(int(v)).scaleb(-2) for v in rng.integers(-10**8, 10**8, ROWS)],
+                         pa.decimal128(9, 2)),
+        "dec18": pa.array(_with_nulls([decimal.Decimal(int(v)).scaleb(-4) for v in i64 // 1000], 13, rng),
+                          pa.decimal128(18, 4)),
+        "words": pa.array(_with_nulls(words, 9, rng), pa.string()),
+        "long": pa.array(long, pa.binary()),
+        "few": pa.array(_with_nulls([("k%02d" % v) * (1 + v % 3) for v in rng.integers(0, 20, ROWS)], 4, rng)),
+        "all_null": pa.array([None] * ROWS, pa.int64()),
+    })
+
+
+WRITES = {
+    "v1-dict-snappy": dict(data_page_version="1.0", compression="snappy"),
+    "v2-dict-zstd": dict(data_page_version="2.0", compression="zstd"),
+    "v1-plain-none": dict(data_page_version="1.0", use_dictionary=False, compression="none"),
+    "v2-plain-gzip": dict(data_page_version="2.0", use_dictionary=False, compression="gzip"),
+    "v1-brotli": dict(data_page_version="1.0", compression="brotli"),
+    "v2-lz4": dict(data_page_version="2.0", compression="lz4"),
+    # A dictionary page limit this small makes the writer fall back to PLAIN pages mid-chunk.
+    "v1-fallback": dict(data_page_version="1.0", dictionary_pagesize_limit=512, compression="snappy"),
+    "v2-fallback": dict(data_page_version="2.0", dictionary_pagesize_limit=512, compression="none"),
+}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("encoded")
+    table = _table(np.random.default_rng(40))
+    out = {}
+    for name, options in WRITES.items():
+        out[name] = directory / f"{name}.parquet"
+        pq.write_table(table, out[name], row_group_size=2000, data_page_size=1024, write_batch_size=100,
+                       write_page_index=False, store_decimal_as_integer=True, **options)
+    return out
+
+
+def _assert_same(path: Path, truncate_length: int = 64) -> None:
+    both = both_paths(str(path), truncate_length)
+    assert len(both.kernels) == len(both.arrow)
+    for (ci_a, oi_a, rep_a), (ci_k, oi_k, rep_k) in zip(both.arrow, both.kernels):
+        assert (ci_k, oi_k, rep_k) == (ci_a, oi_a, rep_a), rep_a.column
+    return both
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_generated_same_index_bytes(written, name):
+    both = _assert_same(written[name])
+    # Every flat column of a supported type was bounded by the kernels, not handed back to Arrow.
+    assert both.planned == both.read_encoded == 2 * 18
+
+
+@pytest.mark.parametrize("name", ["v1-dict-snappy", "v2-plain-gzip", "v1-fallback"])
+def test_generated_same_bytes_when_truncating(written, name):
+    _assert_same(written[name], truncate_length=5)
+
+
+@pytest.mark.parametrize("rank_below", [0, 10**9])
+@pytest.mark.parametrize("name", ["v1-dict-snappy", "v2-dict-zstd", "v1-fallback"])
+def test_byte_dictionaries_ranked_or_compared(written, name, rank_below, monkeypatch):
+    """Every byte-array dictionary ranked once (0), or none (their entries compared as bytes)."""
+    monkeypatch.setattr(encoded, "RANK_BELOW", rank_below)
+    _assert_same(written[name])
+    _assert_same(written[name], truncate_length=5)
+
+
+def test_pages_really_are_mixed(written):
+    """The fallback files hold dictionary and PLAIN pages in one chunk."""
+    for name in ("v1-fallback", "v2-fallback"):
+        source = open_source(str(written[name]))
+        footer = read_footer(source)
+        chunk = next(c for c in footer.chunks[0] if c.leaf.dotted == "i64")
+        kinds = {p.value_encoding for p in walk_chunk(source, chunk, footer.footer_start).pages}
+        assert len(kinds) == 2, kinds
+        source.close()
+
+
+def test_nan_refused_on_both_paths(tmp_path):
+    path = tmp_path / "nan.parquet"
+    values = np.arange(5000, dtype=np.float64)
+    values[4321] = math.nan
+    for dictionary in (False, True):
+        pq.write_table(pa.table({"f": values, "g": np.tile([1.0, math.nan], 2500)}), path,
+                       use_dictionary=dictionary, data_page_size=1024, write_page_index=False)
+        both = _assert_same(path)
+        assert both.read_encoded == 2
+        assert [r.column_index for _, _, r in both.kernels] == [False, False]
+        assert "NaN" in both.kernels[0][2].reason
+
+
+def test_a_page_beyond_the_kernels_falls_back_to_arrow(written, tmp_path):
+    """DELTA_BINARY_PACKED pages are left to Arrow: same bytes, nothing read by the kernels."""
+    path = tmp_path / "delta.parquet"
+    pq.write_table(pa.table({"a": np.arange(5000)}), path, use_dictionary=False,
+                   column_encoding={"a": "DELTA_BINARY_PACKED"}, write_page_index=False)
+    both = _assert_same(path)
+    assert (both.planned, both.read_encoded) == (1, 0)
+
+
+def test_without_the_kernels_nothing_is_read_encoded(written):
+    """PAGEINDEX_SCAN_KERNEL=arrow: the plan sends no chunk to the kernels (the path numba's
+    absence takes), and the output is the same."""
+    with scan_kernel(encoded.ARROW):
+        assert encoded.kernels() is None
+        source = open_source(str(written["v1-dict-snappy"]))
+        footer = read_footer(source)
+        chunk = footer.chunks[0][0]
+        assert not encoded.readable(chunk, Order(Kind.SIGNED))
+        source.close()
+    assert indexes(str(written["v1-dict-snappy"]), encoded.ARROW) == indexes(str(written["v1-dict-snappy"]),
+                                                                          encoded.NUMBA)
+
+
+def test_bad_choice_is_refused():
+    with scan_kernel("fortran"), pytest.raises(ValueError, match="PAGEINDEX_SCAN_KERNEL"):
+        encoded.kernels()
+
+
+def _outcome(path: Path, choice: str):
+    try:
+        return indexes(str(path), choice)
+    except PageIndexError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+_CORPUS = sorted({row["path"] for row in load_catalog() if row["path"].endswith(".parquet")})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relpath", _CORPUS)
+def test_corpus_same_index_bytes_or_same_error(relpath):
+    path = corpus_path(relpath)
+    assert _outcome(path, encoded.NUMBA) == _outcome(path, encoded.ARROW)
+
+
+def test_leaves_of_structs(tmp_path):
+    """A required leaf of an optional struct (its one definition level is the struct's) and an
+    optional leaf of a required struct: flat leaves, bounded by the kernels, same bytes."""
+    rng = np.random.default_rng(3)
+    inner = pa.struct([pa.field("req", pa.int64(), nullable=False), pa.field("opt", pa.string())])
+    values = [None if i % 5 == 0 else {"req": int(v), "opt": None if v % 3 else str(v)}
+              for i, v in enumerate(rng.integers(-1000, 1000, 4000))]
+    outer = pa.struct([pa.field("x", pa.float32())])
+    table = pa.table({"s": pa.array(values, inner),
+                      "t": pa.array([{"x": None if i % 7 == 0 else float(i)} for i in range(4000)], outer)},
+                     schema=pa.schema([pa.field("s", inner), pa.field("t", outer, nullable=False)]))
+    path = tmp_path / "structs.parquet"
+    pq.write_table(table, path, data_page_size=1024, write_page_index=False)
+    both = _assert_same(path)
+    assert (both.planned, both.read_encoded) == (2, 2)  # s.req and t.x; s.opt has two levels
