@@ -65,12 +65,17 @@ def kernels() -> ModuleType | None:
     choice = os.environ.get(ENV, AUTO).strip().lower() or AUTO
     if choice not in (AUTO, ARROW, NUMBA):
         raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
-    if choice == ARROW:
+    if choice == ARROW or (choice == AUTO and _UNSAVED.is_set()):
         return None
     compiled = _import_kernels()
     if compiled is None and choice == NUMBA:
         raise ValueError(f"{ENV}={NUMBA} but numba is not installed (pip install 'pageindex[fast]')")
     return compiled
+
+
+# Set when numba could not save a compiled kernel: no writable cache directory (pageindex shipped
+# as a zip to an executor whose home is not writable), found on a kernel's first call, not at import.
+_UNSAVED = threading.Event()
 
 
 @functools.cache
@@ -111,6 +116,15 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
     except (MalformedFileError, _Unread, MemoryError):
         # MemoryError: a header claiming a page far bigger than its bytes could hold; Arrow's
         # decode of the chunk reports it as what it is.
+        return None
+    except OSError as err:
+        # The pages are in memory: an OSError here is numba saving a kernel it just compiled to
+        # a cache directory it cannot write. Arrow's decode gives the same bytes, from now on.
+        if not _UNSAVED.is_set():
+            _UNSAVED.set()
+            warnings.warn(f"page bounds fall back to Arrow's decode: numba cannot save compiled code "
+                          f"({err}); give the process a writable XDG_CACHE_HOME or NUMBA_CACHE_DIR",
+                          RuntimeWarning, stacklevel=2)
         return None
 
 

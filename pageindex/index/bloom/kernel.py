@@ -177,3 +177,16 @@ def set_bit_counts(words):
         x = np.uint32((x + (x >> np.uint32(4))) & M4)
         counts[np.uint32(x * H01) >> np.uint32(24)] += 1
     return counts
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel with the argument types the callers
+    pass, on empty inputs. Run once when the module is taken into use, so that a cache numba
+    cannot write shows as an OSError there, not in the middle of a file."""
+    salt = np.zeros(8, dtype=np.uint32)
+    xxh64_u32(np.zeros(0, dtype=np.uint32))
+    xxh64_u64(np.zeros(0, dtype=np.uint64))
+    xxh64_fixed(np.zeros(0, dtype=np.uint8), 4)
+    for offsets in (np.int32, np.int64):  # binary and large_binary arrays
+        xxh64_offsets(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=offsets))
+    set_bit_counts(insert(np.zeros(0, dtype=np.uint64), 1, salt))

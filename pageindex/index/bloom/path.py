@@ -41,4 +41,13 @@ def _import_kernel() -> ModuleType | None:
         warnings.warn(f"bloom filters fall back to numpy: {err}; set NUMBA_CACHE_DIR to a writable "
                       "directory to use the compiled kernel", RuntimeWarning, stacklevel=2)
         return None
+    try:
+        compiled.warm()
+    except OSError as err:
+        # Imported from a zip (spark-submit's --py-files), numba caches in the user's cache
+        # directory, and finds it unwritable only when it saves a kernel it compiled.
+        warnings.warn(f"bloom filters fall back to numpy: numba cannot save compiled code ({err}); "
+                      "give the process a writable XDG_CACHE_HOME or NUMBA_CACHE_DIR",
+                      RuntimeWarning, stacklevel=2)
+        return None
     return compiled
