@@ -344,3 +344,33 @@ def test_the_cli_option_keeps_chunk_statistics_and_the_marker_says_so(tmp_path):
     assert main(["retrofit", "--force", str(path), "--output", str(out), "--overwrite"]) == 0
     assert _statistics(out) != _statistics(path)
     assert "chunk_statistics" not in pq.ParquetFile(out).metadata.metadata[b"pageindex"].decode()
+
+
+# ---------------------------------------------------------------- what was filled, in the report and the CLI
+
+def test_the_report_record_and_the_cli_say_which_chunk_statistics_changed(tmp_path, capsys):
+    from pageindex.cli import main
+    from pageindex.io.discovery import InputFile
+    from pageindex.job.process import failed_record
+    from pageindex.job.report import report_table, summary
+
+    path = tmp_path / "fp.parquet"
+    _fastparquet()(_table(), path)
+    groups = ROWS // GROUP  # per row group: id, f, small copied; s, flag filled
+    record = pageindex.retrofit(str(path), str(tmp_path / "a.parquet")).to_dict()
+    assert record["chunk_statistics"] == {"copied": 3 * groups, "filled": 2 * groups, "replaced": 0}
+    job_record = {**failed_record(InputFile(str(path), path.stat().st_size, path.name), None, ""), **record}
+    [row] = report_table([job_record]).to_pylist()
+    assert json.loads(row["chunk_statistics"]) == record["chunk_statistics"]
+    lines = summary([{**job_record, "status": "indexed"}] * 2, 1.0).splitlines()
+    assert f"  chunk statistics {4 * groups:>8} filled, {6 * groups} copied, 0 replaced" in lines
+    assert main(["retrofit", str(path), "--output", str(tmp_path / "b.parquet")]) == 0
+    text = capsys.readouterr().out
+    assert (f"  chunk statistics: {2 * groups} chunks filled from the page bounds, "
+            f"{3 * groups} copied from the deprecated min/max\n") in text
+    assert main(["retrofit", "--json", str(path), "--output", str(tmp_path / "c.parquet")]) == 0
+    assert json.loads(capsys.readouterr().out)["chunk_statistics"] == record["chunk_statistics"]
+    kept = pageindex.retrofit(str(path), str(tmp_path / "d.parquet"), chunk_statistics=False).to_dict()
+    assert kept["chunk_statistics"] == {"copied": 0, "filled": 0, "replaced": 0}
+    assert main(["retrofit", "--keep-chunk-statistics", str(path), "--output", str(tmp_path / "e.parquet")]) == 0
+    assert "chunk statistics" not in capsys.readouterr().out
