@@ -117,22 +117,39 @@ def _duckdb_rows(path: Path, where: str) -> list[tuple]:
 def test_no_reader_keeps_more_row_groups_after_the_retrofit(writer, tmp_path):
     path = tmp_path / f"{writer}.parquet"
     WRITERS[writer](_table(), path)
-    _assert_no_reader_keeps_more(path, no_statistics=writer.endswith("no-statistics"))
+    # polars writes its own page index with statistics on: nothing to do, nothing may get worse
+    status = "already_indexed" if writer == "polars" else "indexed"
+    _assert_no_reader_keeps_more(path, writer.endswith("no-statistics"), status)
 
 
-def _assert_no_reader_keeps_more(path: Path, no_statistics: bool) -> None:
+@pytest.mark.parametrize("statistics", [True, False])
+def test_no_reader_keeps_more_row_groups_after_the_retrofit_of_a_spark_file(spark, statistics, tmp_path):
+    """parquet-java as Spark writes it: with statistics it writes its own page index (nothing to
+    do); without, it writes neither."""
+    out = tmp_path / "spark"
+    (spark.range(ROWS).selectExpr("id", "concat('k', lpad(cast(id AS STRING), 6, '0')) AS s", "id / 3.0D AS f",
+                                  "CAST(id DIV 1000 AS INT) AS small", f"id >= {ROWS // 2} AS flag")
+     .repartition(1).sortWithinPartitions("id").write
+     .option("parquet.block.size", str(256 << 10)).option("parquet.page.size", "8192")
+     .option("parquet.column.statistics.enabled", str(statistics).lower()).parquet(str(out)))
+    [part] = out.glob("part-*.parquet")
+    path = tmp_path / ("spark.parquet" if statistics else "spark-no-statistics.parquet")
+    part.rename(path)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 1
+    _assert_no_reader_keeps_more(path, not statistics, "already_indexed" if statistics else "indexed")
+
+
+def _assert_no_reader_keeps_more(path: Path, no_statistics: bool, status: str) -> None:
     """pyarrow's dataset, DataFusion and DuckDB keep no more row groups after the retrofit and
     return the same rows; where the file had no usable statistics, `id = k` keeps one."""
-    writer = path.stem
+    writer, groups = path.stem, pq.ParquetFile(path).metadata.num_row_groups
     before = {name: _row_groups_kept(path, e) for name, e in PREDICATES.items()}
     rows = {name: ds.dataset(path).to_table(filter=e) for name, e in PREDICATES.items()}
     df_before = {name: _datafusion_kept(path, where) for name, where in SQL.items()}
     df_rows = {name: E.datafusion_rows(path, where, ["id"]) for name, where in SQL.items()}
     duck_before = {name: _duckdb_kept(path, where) for name, where in SQL.items()}
     duck_rows = {name: _duckdb_rows(path, where) for name, where in SQL.items()}
-    # polars writes its own page index with statistics on: nothing to do, nothing may get worse
-    expected = "already_indexed" if writer == "polars" else "indexed"
-    assert pageindex.retrofit(str(path)).status == expected
+    assert pageindex.retrofit(str(path)).status == status
     assert {name: E.datafusion_rows(path, where, ["id"]) for name, where in SQL.items()} == df_rows
     after = {name: _row_groups_kept(path, e) for name, e in PREDICATES.items()}
     assert all(after[name] <= before[name] for name in PREDICATES), (before, after)
@@ -148,7 +165,7 @@ def _assert_no_reader_keeps_more(path: Path, no_statistics: bool) -> None:
     assert all(duck_after[name] <= duck_before[name] for name in SQL), (duck_before, duck_after)
     assert duck_rows["id = k"] == [(12_345,)] and duck_after["id = k"] == 1
     if no_statistics:
-        assert before["id = k"] == duck_before["id = k"] == ROWS // GROUP
+        assert before["id = k"] == duck_before["id = k"] == groups
         assert after["id = k"] == df_after["id = k"] == 1
     assert verify(str(path)).ok
 
