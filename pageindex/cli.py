@@ -119,6 +119,8 @@ def _describe(record: dict[str, Any]) -> str:
         lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
     for reason, count in sorted(record["page_stats_fallback_reasons"].items()):
         lines.append(f"  decoded exactly, {count} chunk{'s' if count > 1 else ''}: {reason}")
+    if any(record["chunk_statistics"].values()):
+        lines.append(_chunk_statistics(record["chunk_statistics"]))
     lines.extend(notes)
     violations = record["violations"]
     if violations:
@@ -128,6 +130,17 @@ def _describe(record: dict[str, Any]) -> str:
         if len(violations) > SHOWN_VIOLATIONS:
             lines.append(f"    … and {len(violations) - SHOWN_VIOLATIONS} more (--json lists them all)")
     return "\n".join(lines)
+
+
+def _chunk_statistics(counts: dict[str, int]) -> str:
+    """What the new footer changed in chunk statistics, e.g. `chunk statistics: 16 chunks filled
+    from the page bounds, 24 copied from the deprecated min/max`."""
+    said = {"filled": "filled from the page bounds", "copied": "copied from the deprecated min/max",
+            "replaced": "replaced (they could drop rows)"}
+    parts = [f"{counts[how]} {said[how]}" for how in ("filled", "copied", "replaced") if counts[how]]
+    first = parts[0].split(" ", 1)
+    parts[0] = f"{_count(int(first[0]), 'chunk')} {first[1]}"
+    return "  chunk statistics: " + ", ".join(parts)
 
 
 def _count(n: int, noun: str) -> str:

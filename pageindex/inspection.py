@@ -13,14 +13,20 @@ from pageindex.format.column_order import order_for
 from pageindex.format.footer import ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import (
     BoundaryOrder,
+    ColumnChunk,
+    ColumnMetaData,
     CompressionCodec,
     ConvertedType,
+    FileMetaData,
     LogicalType,
+    RowGroup,
+    Statistics,
     TimestampType,
     TimeUnit,
     Type,
 )
 from pageindex.format.schema import Leaf
+from pageindex.format.thrift import Struct
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
 from pageindex.index.reader import ColumnIndexView, IndexBytes, read_bloom_filter, read_index_bytes, read_page_indexes
@@ -29,6 +35,9 @@ from pageindex.io.storage import Source, open_source
 from pageindex.scan.page_walk import walk_headers
 
 NO_INDEX = "none"  # FileView.index_state of a file without any page index
+# ChunkView.statistics: min_value/max_value (what readers prune row groups on), or only the
+# deprecated min/max (ignored by readers for strings, and for every type once a column order is declared)
+STATS_VALUES, STATS_DEPRECATED = "min_value/max_value", "min/max (deprecated)"
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class ChunkView:
     logical_type: str = ""  # e.g. STRING, DECIMAL(9,2), TIMESTAMP(MICROS); "" when none
     codec: str = ""
     compressed_bytes: int = 0
+    statistics: str = ""  # the bounds the chunk's Statistics hold: STATS_VALUES, STATS_DEPRECATED or "none"
 
 
 @dataclass(frozen=True)
@@ -191,12 +201,25 @@ def inspect_file(path: str, filesystem: Any = None) -> FileView:
                     _point_lookup_fraction(chunk, ci, footer.declared_order(chunk.column)),
                     tuple(rows), _bloom_view(source, chunk, held), logical_type_text(chunk.leaf),
                     CompressionCodec.name(chunk.codec), chunk.total_compressed_size,
+                    _statistics_bounds(footer, chunk),
                 ))
         groups = tuple(RowGroupView(rows, sum(c.total_compressed_size for c in row))
                        for rows, row in zip(footer.row_group_rows, footer.chunks))
         return FileView(source.path, footer.created_by, _num_rows(footer), is_fully_indexed(footer),
                         footer.key_value(MARKER_KEY), tuple(chunks), tuple(str(f) for f in flaws),
                         suspect_writer(footer), groups)
+
+
+def _statistics_bounds(footer: Footer, chunk: ChunkMeta) -> str:
+    """Which bounds the chunk's Statistics hold (ChunkView.statistics)."""
+    group = footer.metadata.get(FileMetaData.ROW_GROUPS).items[chunk.row_group]
+    meta = group.get(RowGroup.COLUMNS).items[chunk.column].get(ColumnChunk.META_DATA)
+    stats = meta.get(ColumnMetaData.STATISTICS) if isinstance(meta, Struct) else None
+    if not isinstance(stats, Struct):
+        return "none"
+    if stats.has(Statistics.MIN_VALUE) and stats.has(Statistics.MAX_VALUE):
+        return STATS_VALUES
+    return STATS_DEPRECATED if stats.has(Statistics.MIN) and stats.has(Statistics.MAX) else "none"
 
 
 def _pages_from_headers(source: Source, footer: Footer) -> dict[tuple[int, int], int]:
@@ -348,7 +371,8 @@ def _chunk_lines(c: ChunkView, max_pages: int) -> list[str]:
         f"row group {c.row_group}  column {c.column} ({kind})  codec={c.codec}  bytes={c.compressed_bytes}  "
         f"pages={c.pages}  offset_index={'yes' if c.has_offset_index else 'no'}  "
         f"column_index={'yes' if c.has_column_index else 'no'}"
-        + (f"  boundary_order={c.boundary_order}  null_pages={c.null_pages}" if c.has_column_index else ""),
+        + (f"  boundary_order={c.boundary_order}  null_pages={c.null_pages}" if c.has_column_index else "")
+        + f"  statistics={c.statistics}",
     ]
     if c.bloom_filter is not None:
         b = c.bloom_filter

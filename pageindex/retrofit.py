@@ -19,7 +19,7 @@ from pageindex.index.bloom.columns import choose
 from pageindex.index.bloom.options import bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
-from pageindex.index.chunk_stats import NewStatistics, new_statistics
+from pageindex.index.chunk_stats import STATISTICS_CHANGES, NewStatistics, new_statistics
 from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.original import kept_prefix, with_moved_filters
 from pageindex.index.plan import ChunkPlan, plan_chunks
@@ -108,6 +108,8 @@ class RetrofitResult:
             "no_page_skipping": self.no_page_skipping,
             # why chunks were decoded exactly though page-header statistics were trusted
             "page_stats_fallback_reasons": dict(Counter(str(c.fallback) for c in self.chunks if c.fallback)),
+            # chunks whose Statistics the new footer changes, by how (index.chunk_stats)
+            "chunk_statistics": {how: sum(c.statistics == how for c in self.chunks) for how in STATISTICS_CHANGES},
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -40,7 +40,7 @@ RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", 
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
                  "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds",
                  "index_bytes_read", "copy_bytes_read", "no_page_skipping", "page_stats_fallback_reasons",
-                 "notes", "retryable"}
+                 "notes", "retryable", "chunk_statistics"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:

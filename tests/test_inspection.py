@@ -74,3 +74,22 @@ def test_a_zero_row_file_renders(tmp_path, capsys):
     assert main(["inspect", "--summary", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.count("page index: none (the file holds no rows: nothing to index)") == 2
+
+
+def test_a_chunk_shows_which_statistics_bounds_it_has_and_a_retrofit_fills_them(tmp_path, capsys):
+    import fastparquet
+
+    import pageindex
+
+    path = tmp_path / "fp.parquet"  # fastparquet: deprecated min/max only; by default none for strings, booleans
+    table = _table().select(["i", "s"]).append_column("b", pa.array([k % 2 == 0 for k in range(ROWS)]))
+    fastparquet.write(str(path), table.to_pandas())
+    before = {c.column: c.statistics for c in inspect_file(str(path)).chunks}
+    assert before == {"i": "min/max (deprecated)", "s": "none", "b": "none"}
+    pageindex.retrofit(str(path))
+    view = inspect_file(str(path))
+    assert {c.statistics for c in view.chunks} == {"min_value/max_value"}
+    assert {c["statistics"] for c in view.to_dict()["chunks"]} == {"min_value/max_value"}
+    assert main(["inspect", str(path)]) == 0
+    assert "column_index=yes  boundary_order=ASCENDING  null_pages=0  statistics=min_value/max_value" \
+        in capsys.readouterr().out

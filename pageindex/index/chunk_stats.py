@@ -64,6 +64,7 @@ def _comparable(leaf: Leaf, lo: bytes, hi: bytes) -> bool:
 
 
 COPIED, FILLED, REPLACED = "copied", "filled", "replaced"
+STATISTICS_CHANGES = (COPIED, FILLED, REPLACED)
 
 
 @dataclass(frozen=True)

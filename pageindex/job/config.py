@@ -67,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
                    help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
     p.add_argument("--trust-page-stats", action="store_true",
                    help="build bounds from page-header statistics where trustworthy (faster)")
+    p.add_argument("--keep-chunk-statistics", action="store_true",
+                   help="leave every column chunk's statistics as they are (by default a chunk without "
+                        "bounds readers can use gets its page index's exact bounds)")
     add_bloom_arguments(p)
     p.add_argument("--target-task-bytes", default="256m", metavar="SIZE",
                    help="bytes per Spark task (default 256m); larger files get a task each")
@@ -143,7 +146,7 @@ class JobConfig:
             force=args.force, truncate_length=args.truncate_length, storage_options=storage,
             stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
             bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
-            verify_existing=args.verify_existing,
+            verify_existing=args.verify_existing, chunk_statistics=not args.keep_chunk_statistics,
         )
         return cls(
             inputs=tuple(args.input or ()), table=args.table, iceberg_table=args.iceberg_table,

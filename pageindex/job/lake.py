@@ -87,7 +87,7 @@ def plan(root: str, options: JobOptions) -> TableRun:
             skipped.append(_record(url, data.size, DELETION_VECTOR))
             continue
         new_path = indexed_name(data.path, data.size, options.truncate_length, options.trust_page_stats,
-                                options.bloom)
+                                options.bloom, options.chunk_statistics)
         files.append(InputFile(url, data.size, unquote(new_path)))
         planned[url] = (data, new_path)
     return TableRun(DELTA, root, snap.version, dataclasses.replace(options, output=root), tuple(files),
@@ -111,7 +111,7 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
             skipped.append(_record(entry.path, entry.size, f"outside the table location {root} (left as is)"))
             continue
         new_path = indexed_name(entry.path, entry.size, options.truncate_length, options.trust_page_stats,
-                                options.bloom)
+                                options.bloom, options.chunk_statistics)
         files.append(InputFile(entry.path, entry.size, new_path[len(root) + 1:]))
         planned[entry.path] = (entry, new_path)
     return TableRun(ICEBERG, name, snap.snapshot_id, dataclasses.replace(options, output=root), tuple(files),

@@ -205,6 +205,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "without_column_index_reasons": {}, "violations": [], "bytes_read": 0, "seconds": 0.0,
         "index_bytes_read": 0, "copy_bytes_read": 0, "no_page_skipping": None,
         "page_stats_fallback_reasons": {}, "notes": [],
+        "chunk_statistics": {"copied": 0, "filled": 0, "replaced": 0},
         "retryable": False,  # True only for a failure a retry may mend (pageindex.errors.retryable)
     }
 

@@ -17,7 +17,7 @@ from pageindex.retrofit import Status
 WRITTEN = (Status.INDEXED, Status.DRY_RUN, Status.REPAIRED, Status.REPAIR_NEEDED)
 FAILURES = (Status.FAILED, Status.CHANGED)
 # Record fields that count chunks by reason: a JSON text column in a Parquet report.
-COUNTED_REASONS = ("without_column_index_reasons", "page_stats_fallback_reasons")
+COUNTED_REASONS = ("without_column_index_reasons", "page_stats_fallback_reasons", "chunk_statistics")
 # Record fields that list messages: a JSON text column in a Parquet report.
 LISTS = ("violations", "notes")
 
@@ -49,6 +49,7 @@ REPORT_SCHEMA = pa.schema([
     ("table_version", pa.int64()),  # the Delta version or Iceberg snapshot that replaced the file
     ("retryable", pa.bool_()),  # a failure a retry may mend
     ("notes", pa.string()),  # JSON list of strings
+    ("chunk_statistics", pa.string()),  # JSON object: copied/filled/replaced -> chunks
 ])
 DEFAULTS: dict[str, Any] = {"table_version": None, "retryable": False, "notes": []}
 
@@ -112,6 +113,12 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
     filters = sum(r.get("bloom_filters", 0) for r in written)
     if filters:
         lines.append(f"  bloom filters    {filters:>8}")
+    changed: Counter[str] = Counter()
+    for r in written:
+        changed.update(r.get("chunk_statistics", {}))
+    if any(changed.values()):  # chunks given min/max readers prune row groups on
+        lines.append(f"  chunk statistics {changed['filled']:>8} filled, {changed['copied']} copied, "
+                     f"{changed['replaced']} replaced")
     lines.append(f"  bytes read       {format_size(read):>12}"
                  f"   throughput {format_size(read / seconds if seconds > 0 else 0)}/s")
     lines.append(f"    to index       {format_size(read - copied):>12}")

@@ -15,14 +15,14 @@ TAG = ".pageindex-"
 
 
 def indexed_name(path: str, size: int, truncate_length: int, trust_page_stats: bool,
-                 bloom: BloomOptions = BloomOptions()) -> str:
+                 bloom: BloomOptions = BloomOptions(), chunk_statistics: bool = True) -> str:
     """`<stem>.pageindex-<hash>.parquet` for the file `path` of `size` bytes.
 
     Deterministic, so a rerun after a failed commit rewrites its own orphan instead of leaving
     another; the hash covers everything the output bytes depend on (the source and the marker),
     so two runs can only ever write the same name with the same bytes.
     """
-    digest = hashlib.sha256(
-        f"{path}\0{size}\0{marker_value(__version__, truncate_length, trust_page_stats, bloom)}".encode())
+    marker = marker_value(__version__, truncate_length, trust_page_stats, bloom, chunk_statistics=chunk_statistics)
+    digest = hashlib.sha256(f"{path}\0{size}\0{marker}".encode())
     stem = path[:-len(SUFFIX)] if path.endswith(SUFFIX) else path
     return f"{stem}{TAG}{digest.hexdigest()[:16]}{SUFFIX}"

@@ -3,6 +3,7 @@ deprecated min/max from pyarrow and parquet-java, so where readers used them bef
 gives the same bounds as min_value/max_value; where no reader used them, nothing changes."""
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -58,9 +59,17 @@ def _duckdb(table: pa.Table, path: Path) -> None:
     con.close()
 
 
+def _polars(statistics: bool) -> Callable[[pa.Table, Path], None]:
+    def write(table: pa.Table, path: Path) -> None:
+        import polars as pl
+        pl.from_arrow(table).write_parquet(path, row_group_size=GROUP, statistics=statistics)
+    return write
+
+
 WRITERS = {"fastparquet": _fastparquet(), "fastparquet-snappy": _fastparquet(compression="SNAPPY"),
            "fastparquet-stats-on": _pandas_fastparquet, "pyarrow": _pyarrow(),
-           "pyarrow-no-statistics": _pyarrow(write_statistics=False), "duckdb": _duckdb}
+           "pyarrow-no-statistics": _pyarrow(write_statistics=False), "duckdb": _duckdb,
+           "polars": _polars(True), "polars-no-statistics": _polars(False)}
 PREDICATES = {
     "id = k": ds.field("id") == 12_345,
     "id range": (ds.field("id") >= 30_500) & (ds.field("id") < 41_000),
@@ -86,15 +95,61 @@ def _datafusion_kept(path: Path, where: str) -> int:
     return metrics["row_groups_pruned_bloom_filter_total"]
 
 
+def _duckdb_kept(path: Path, where: str) -> int:
+    """Row groups DuckDB scans for `SELECT * ... WHERE where`, from its JSON profile."""
+    import duckdb
+    profile = path.with_suffix(".profile.json")
+    con = duckdb.connect()
+    con.execute("PRAGMA enable_profiling='json'")
+    con.execute(f"PRAGMA profiling_output='{profile}'")
+    con.execute(f"SELECT * FROM read_parquet('{path}') WHERE {where}").fetchall()
+    con.close()
+    return json.loads(profile.read_text())["query"]["total_row_groups_scanned"]
+
+
+def _duckdb_rows(path: Path, where: str) -> list[tuple]:
+    import duckdb
+    with duckdb.connect() as con:
+        return con.execute(f"SELECT id FROM read_parquet('{path}') WHERE {where} ORDER BY id").fetchall()
+
+
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_no_reader_keeps_more_row_groups_after_the_retrofit(writer, tmp_path):
     path = tmp_path / f"{writer}.parquet"
     WRITERS[writer](_table(), path)
+    # polars writes its own page index with statistics on: nothing to do, nothing may get worse
+    status = "already_indexed" if writer == "polars" else "indexed"
+    _assert_no_reader_keeps_more(path, writer.endswith("no-statistics"), status)
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_no_reader_keeps_more_row_groups_after_the_retrofit_of_a_spark_file(spark, statistics, tmp_path):
+    """parquet-java as Spark writes it: with statistics it writes its own page index (nothing to
+    do); without, it writes neither."""
+    out = tmp_path / "spark"
+    (spark.range(ROWS).selectExpr("id", "concat('k', lpad(cast(id AS STRING), 6, '0')) AS s", "id / 3.0D AS f",
+                                  "CAST(id DIV 1000 AS INT) AS small", f"id >= {ROWS // 2} AS flag")
+     .repartition(1).sortWithinPartitions("id").write
+     .option("parquet.block.size", str(256 << 10)).option("parquet.page.size", "8192")
+     .option("parquet.column.statistics.enabled", str(statistics).lower()).parquet(str(out)))
+    [part] = out.glob("part-*.parquet")
+    path = tmp_path / ("spark.parquet" if statistics else "spark-no-statistics.parquet")
+    part.rename(path)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 1
+    _assert_no_reader_keeps_more(path, not statistics, "already_indexed" if statistics else "indexed")
+
+
+def _assert_no_reader_keeps_more(path: Path, no_statistics: bool, status: str) -> None:
+    """pyarrow's dataset, DataFusion and DuckDB keep no more row groups after the retrofit and
+    return the same rows; where the file had no usable statistics, `id = k` keeps one."""
+    writer, groups = path.stem, pq.ParquetFile(path).metadata.num_row_groups
     before = {name: _row_groups_kept(path, e) for name, e in PREDICATES.items()}
     rows = {name: ds.dataset(path).to_table(filter=e) for name, e in PREDICATES.items()}
     df_before = {name: _datafusion_kept(path, where) for name, where in SQL.items()}
     df_rows = {name: E.datafusion_rows(path, where, ["id"]) for name, where in SQL.items()}
-    assert pageindex.retrofit(str(path)).status == "indexed"
+    duck_before = {name: _duckdb_kept(path, where) for name, where in SQL.items()}
+    duck_rows = {name: _duckdb_rows(path, where) for name, where in SQL.items()}
+    assert pageindex.retrofit(str(path)).status == status
     assert {name: E.datafusion_rows(path, where, ["id"]) for name, where in SQL.items()} == df_rows
     after = {name: _row_groups_kept(path, e) for name, e in PREDICATES.items()}
     assert all(after[name] <= before[name] for name in PREDICATES), (before, after)
@@ -105,6 +160,13 @@ def test_no_reader_keeps_more_row_groups_after_the_retrofit(writer, tmp_path):
         assert ds.dataset(path).to_table(filter=e).equals(rows[name]), name
     df_after = {name: _datafusion_kept(path, where) for name, where in SQL.items()}
     assert all(df_after[name] <= df_before[name] for name in SQL), (df_before, df_after)
+    assert {name: _duckdb_rows(path, where) for name, where in SQL.items()} == duck_rows
+    duck_after = {name: _duckdb_kept(path, where) for name, where in SQL.items()}
+    assert all(duck_after[name] <= duck_before[name] for name in SQL), (duck_before, duck_after)
+    assert duck_rows["id = k"] == [(12_345,)] and duck_after["id = k"] == 1
+    if no_statistics:
+        assert before["id = k"] == duck_before["id = k"] == groups
+        assert after["id = k"] == df_after["id = k"] == 1
     assert verify(str(path)).ok
 
 
@@ -299,3 +361,33 @@ def test_the_cli_option_keeps_chunk_statistics_and_the_marker_says_so(tmp_path):
     assert main(["retrofit", "--force", str(path), "--output", str(out), "--overwrite"]) == 0
     assert _statistics(out) != _statistics(path)
     assert "chunk_statistics" not in pq.ParquetFile(out).metadata.metadata[b"pageindex"].decode()
+
+
+# ---------------------------------------------------------------- what was filled, in the report and the CLI
+
+def test_the_report_record_and_the_cli_say_which_chunk_statistics_changed(tmp_path, capsys):
+    from pageindex.cli import main
+    from pageindex.io.discovery import InputFile
+    from pageindex.job.process import failed_record
+    from pageindex.job.report import report_table, summary
+
+    path = tmp_path / "fp.parquet"
+    _fastparquet()(_table(), path)
+    groups = ROWS // GROUP  # per row group: id, f, small copied; s, flag filled
+    record = pageindex.retrofit(str(path), str(tmp_path / "a.parquet")).to_dict()
+    assert record["chunk_statistics"] == {"copied": 3 * groups, "filled": 2 * groups, "replaced": 0}
+    job_record = {**failed_record(InputFile(str(path), path.stat().st_size, path.name), None, ""), **record}
+    [row] = report_table([job_record]).to_pylist()
+    assert json.loads(row["chunk_statistics"]) == record["chunk_statistics"]
+    lines = summary([{**job_record, "status": "indexed"}] * 2, 1.0).splitlines()
+    assert f"  chunk statistics {4 * groups:>8} filled, {6 * groups} copied, 0 replaced" in lines
+    assert main(["retrofit", str(path), "--output", str(tmp_path / "b.parquet")]) == 0
+    text = capsys.readouterr().out
+    assert (f"  chunk statistics: {2 * groups} chunks filled from the page bounds, "
+            f"{3 * groups} copied from the deprecated min/max\n") in text
+    assert main(["retrofit", "--json", str(path), "--output", str(tmp_path / "c.parquet")]) == 0
+    assert json.loads(capsys.readouterr().out)["chunk_statistics"] == record["chunk_statistics"]
+    kept = pageindex.retrofit(str(path), str(tmp_path / "d.parquet"), chunk_statistics=False).to_dict()
+    assert kept["chunk_statistics"] == {"copied": 0, "filled": 0, "replaced": 0}
+    assert main(["retrofit", "--keep-chunk-statistics", str(path), "--output", str(tmp_path / "e.parquet")]) == 0
+    assert "chunk statistics" not in capsys.readouterr().out

@@ -19,7 +19,8 @@ from pageindex.job.spark import main
 from pageindex.retrofit import Status
 from tests.helpers.paths import REPO_ROOT
 
-JSON_COLUMNS = ("without_column_index_reasons", "page_stats_fallback_reasons", "violations", "notes")
+JSON_COLUMNS = ("without_column_index_reasons", "page_stats_fallback_reasons", "chunk_statistics", "violations",
+                "notes")
 
 
 def _schema(path: Path) -> pa.Schema:
@@ -56,7 +57,8 @@ def test_zero_files_and_all_null_columns_keep_the_schema(tmp_path):
     assert row["table_version"] is None and row["retryable"] is False
     assert row["status"] == "failed" and row["reason"] == "bad magic"
     assert {c: json.loads(row[c]) for c in JSON_COLUMNS} == {
-        "without_column_index_reasons": {}, "page_stats_fallback_reasons": {}, "violations": [], "notes": []}
+        "without_column_index_reasons": {}, "page_stats_fallback_reasons": {}, "violations": [], "notes": [],
+        "chunk_statistics": {"copied": 0, "filled": 0, "replaced": 0}}
 
 
 def test_json_lines_report_keeps_its_shape(tmp_path):

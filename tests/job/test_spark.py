@@ -894,6 +894,33 @@ def test_config_is_parsed_once_and_frozen():
         config.max_failures = 3
 
 
+def test_keep_chunk_statistics_leaves_them_and_names_the_copy_apart(spark, tmp_path):
+    """--keep-chunk-statistics: a file written without statistics keeps none, the report counts no
+    chunk changed; by default its chunks get the exact bounds. Its outputs differ, and so do the
+    names a table's indexed copies get."""
+    from pageindex.table.naming import indexed_name
+
+    assert not JobConfig.from_argv(["--input", "a", "--in-place", "--keep-chunk-statistics"]).options.chunk_statistics
+    assert JobConfig.from_argv(["--input", "a", "--in-place"]).options.chunk_statistics
+    kept, filled = tmp_path / "kept", tmp_path / "filled"
+    for d in (kept, filled):
+        d.mkdir()
+        pq.write_table(pa.table({"id": np.arange(5000, dtype=np.int64)}), d / "a.parquet",
+                       write_statistics=False, data_page_size=1024)
+    assert run_job(spark, "--input", kept, "--in-place", "--keep-chunk-statistics",
+                   "--report", tmp_path / "kept.jsonl") == 0
+    assert run_job(spark, "--input", filled, "--in-place", "--report", tmp_path / "filled.jsonl") == 0
+    [kept_record] = read_report(tmp_path / "kept.jsonl")
+    [filled_record] = read_report(tmp_path / "filled.jsonl")
+    assert kept_record["status"] == filled_record["status"] == "indexed"
+    assert kept_record["chunk_statistics"] == {"copied": 0, "filled": 0, "replaced": 0}
+    assert filled_record["chunk_statistics"] == {"copied": 0, "filled": 1, "replaced": 0}
+    assert not pq.ParquetFile(kept / "a.parquet").metadata.row_group(0).column(0).is_stats_set
+    assert pq.ParquetFile(filled / "a.parquet").metadata.row_group(0).column(0).statistics.max == 4999
+    name = indexed_name("t/a.parquet", 9, 64, False)
+    assert indexed_name("t/a.parquet", 9, 64, False, chunk_statistics=False) != name
+
+
 def test_unwritable_report_found_before_any_file_changes(spark, dataset, tmp_path, capsys):
     """The report's parent is a regular file (root ignores permission bits, so not chmod): the
     run stops with exit 2 and one line before any file is touched."""
