@@ -84,6 +84,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from pageindex.job.spark import hide_pandas_warning
     from pageindex.job.spark import main as job_main
 
     t0 = time.monotonic()
@@ -92,6 +93,7 @@ def main() -> int:
     print(f"== sample dataset: {DATA} ({len(list(DATA.rglob('*.parquet')))} files, "
           f"{size / 2**20:.1f} MiB, Hive-partitioned by day, sorted by event_id in each file)"
           f" built in {time.monotonic() - t0:.1f}s")
+    hide_pandas_warning()
     spark = (SparkSession.builder.master("local[2]").appName("pageindex-demo")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .getOrCreate())

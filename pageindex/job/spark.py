@@ -33,7 +33,7 @@ from pageindex.job.tasks import pack
 from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stops_cleanly
 
-__all__ = ["JobConfig", "UsageError", "check_modes", "console", "main", "parser", "run"]
+__all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_warning", "main", "parser", "run"]
 
 log = logging.getLogger("pageindex.job.spark")
 WORKER_SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
@@ -178,6 +178,13 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         return exit_code(err)
 
 
+def hide_pandas_warning() -> None:
+    """pyspark's first JVM call imports pyspark.testing.utils (a py4j converter does), which warns
+    on every run that pandas 3 is not fully supported; the job uses no pandas API."""
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                            category=FutureWarning, module=r"pyspark\.testing\.utils")
+
+
 def _start_session(config: JobConfig, master: str | None) -> Any:
     """A SparkSession with the job's settings and --conf. Raises UsageError when pyspark is
     missing or the JVM cannot start: no Java, a wrong SPARK_HOME, a bad --conf or master are
@@ -201,10 +208,7 @@ def _start_session(config: JobConfig, master: str | None) -> Any:
         builder = builder.master(master)
     for key, value in config.spark_conf:
         builder = builder.config(key, value)
-    # pyspark's first JVM call imports pyspark.testing.utils (a py4j converter does), which
-    # warns on every run that pandas 3 is not fully supported; the job uses no pandas API.
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
-                            category=FutureWarning, module=r"pyspark\.testing\.utils")
+    hide_pandas_warning()
     try:
         return builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError, Py4JJavaError, OSError: all say "cannot start"
