@@ -38,6 +38,7 @@ from pageindex.job.process import (
 )
 from pageindex.job.preflight import check_report_path
 from pageindex.job.report import summary, write_report
+from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
@@ -222,6 +223,18 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
             _print_error(err, False)
             code = combined_exit_code([code, exit_code(err)])
     return code
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    reports, codes = [], []
+    for url in report_urls(args.paths, args.storage_options):
+        try:
+            reports.append(read_report(url, args.storage_options))
+        except PageIndexError as err:  # one unreadable report is named; the others are summed
+            _print_error(err, False)
+            codes.append(exit_code(err))
+    print(summarise(reports))
+    return combined_exit_code(codes)
 
 
 def _each_file(args: argparse.Namespace, show: Callable[[str, Any], int]) -> int:
@@ -469,6 +482,14 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--json", action="store_true", help="rows and I/O counts as one strict JSON document (NaN and infinities as "
                          "strings, binary as 0x hex, dates and timestamps as ISO text)")
     lk.set_defaults(run=_cmd_lookup, subparser=lk)
+
+    rp = sub.add_parser("report", parents=[storage], epilog=EXIT_CODES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        help="summarise saved reports (--report, the job's): per night, per status, failures by reason")
+    rp.add_argument("paths", nargs="+", metavar="PATH",
+                    help="report files (Parquet or JSON lines) or directories of them; a run_date=DAY "
+                         "directory names the night, else each file is one")
+    rp.set_defaults(run=_cmd_report, subparser=rp)
     return p
 
 
