@@ -37,7 +37,7 @@ from pageindex.job.process import (
     process_to,
 )
 from pageindex.job.preflight import check_report_path
-from pageindex.job.report import summary, write_report
+from pageindex.job.report import format_size, summary, write_report
 from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
@@ -311,16 +311,27 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     print(_format_rows(_printable(shown)))
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
-    print(f"\n{table.num_rows} rows; read {stats.bytes_read} bytes in {stats.requests} requests "
-          f"from {stats.files} file(s)"
-          + (f" ({stats.files_pruned_by_partition} pruned by partition values, never opened)"
-             if stats.files_pruned_by_partition else "")
-          + f", {stats.row_groups_read}/{stats.row_groups} row groups"
-          + (f" ({stats.row_groups_pruned_by_bloom_filter} skipped by bloom filters)"
-             if stats.row_groups_pruned_by_bloom_filter else ""))
-    for name, io in stats.columns.items():
-        print(f"  {name}: {io.pages_read}/{io.pages_total} pages, {io.bytes_read} bytes")
+    print("\n" + _lookup_io(table.num_rows, stats))
     return code
+
+
+def _lookup_io(rows: int, stats: Any) -> str:
+    """The lookup's I/O against a full scan of the same columns (LookupStats.full_scan_bytes),
+    then each column's pages read of the pages in the row groups it read, and their bytes."""
+    of_full = (f" ({100 * stats.bytes_read / stats.full_scan_bytes:.1f}% of the "
+               f"{format_size(stats.full_scan_bytes)} a full scan of these columns reads)"
+               if stats.full_scan_bytes else "")
+    lines = [f"{rows} rows; read {format_size(stats.bytes_read)}{of_full} in {stats.requests} requests "
+             f"from {stats.files} file(s)"
+             + (f" ({stats.files_pruned_by_partition} pruned by partition values, never opened)"
+                if stats.files_pruned_by_partition else "")
+             + f"; {stats.row_groups_read} of {stats.row_groups} row groups read"
+             + (f", {stats.row_groups_pruned_by_bloom_filter} skipped by bloom filters"
+                if stats.row_groups_pruned_by_bloom_filter else "")]
+    for name, io in stats.columns.items():
+        lines.append(f"  {name}: {io.pages_read} of {io.pages_total} pages read; "
+                     f"{format_size(io.bytes_read)} read for the column in all")
+    return "\n".join(lines)
 
 
 def _printable(table):

@@ -38,6 +38,9 @@ class LookupStats:
     files_failed: list[tuple[str, PageIndexError]] = field(default_factory=list)
     requests: int = 0
     bytes_read: int = 0
+    # What a full scan of the files opened would read: every row group's column chunks (compressed,
+    # as stored) of the columns returned and the columns filtered on; footers and indexes not counted.
+    full_scan_bytes: int = 0
     bytes_by_purpose: dict[str, int] = field(default_factory=dict)
     columns: dict[str, ColumnIO] = field(default_factory=dict)
     reads: list[tuple[str, int, int, str]] = field(default_factory=list)  # path, offset, len, purpose
@@ -52,7 +55,8 @@ class LookupStats:
             "files_failed": [{"path": p, "error": type(e).__name__, "message": e.message(with_path=False)}
                              for p, e in self.files_failed],
             "requests": self.requests,
-            "bytes_read": self.bytes_read, "bytes_by_purpose": dict(self.bytes_by_purpose),
+            "bytes_read": self.bytes_read, "full_scan_bytes": self.full_scan_bytes,
+            "bytes_by_purpose": dict(self.bytes_by_purpose),
             "columns": {k: v.__dict__ for k, v in self.columns.items()},
         }
 
@@ -173,6 +177,10 @@ def _lookup_file(source: Source, conditions: list[Condition], columns: Sequence[
     # A column the file lacks is null in all its rows: IS NULL holds for each, nothing else does.
     # A path into a column the file has is planned: _filtered_leaf refuses a wrong one, with the leaves.
     present = [column_path(c.column, fields) is not None for c in conditions]
+    scanned = dict.fromkeys(wanted + [path[0] for c in conditions
+                                      if (path := column_path(c.column, fields)) is not None])
+    stats.full_scan_bytes += sum(row[leaf.index].total_compressed_size for row in footer.chunks
+                                 for name in scanned for leaf in fields[name].leaves)
     if any(not there and c.op != "is_null" for c, there in zip(conditions, present)):
         return schema, pa.schema([schema.field(n) for n in wanted], metadata=schema.metadata).empty_table()
     plans = [plan_condition(c, fields, footer) for c, there in zip(conditions, present) if there]

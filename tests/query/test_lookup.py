@@ -942,9 +942,32 @@ def test_cli_prints_rows_and_pages_per_column(io_files):
     run = _cli(path, "--where", "k = 29000", "--columns", "k,s")
     assert run.returncode == 0, run.stderr
     assert "s000010000" in run.stdout and "29000" in run.stdout
-    assert re.search(rf"^\s*k: 1/{len(layouts['k'].pages)} pages", run.stdout, re.M), run.stdout
-    assert re.search(rf"^\s*s: 1/{len(layouts['s'].pages)} pages", run.stdout, re.M), run.stdout
+    assert re.search(rf"^\s*k: 1 of {len(layouts['k'].pages)} pages read; ", run.stdout, re.M), run.stdout
+    assert re.search(rf"^\s*s: 1 of {len(layouts['s'].pages)} pages read; ", run.stdout, re.M), run.stdout
     assert re.search(r"^1 rows", run.stdout, re.M)
+
+
+def test_cli_compares_its_reads_with_a_full_scan(tmp_path):
+    path = tmp_path / "groups.parquet"
+    n = 40_000
+    pq.write_table(pa.table({"a": pa.array(range(n), pa.int64()), "b": pa.array([f"v{i:08d}" for i in range(n)]),
+                             "c": pa.array([float(i) for i in range(n)])}),
+                   path, row_group_size=10_000, data_page_size=4096, write_page_index=True)
+    table, stats = lookup(str(path), "a = 12345", columns=["b"])
+    assert table.column("b").to_pylist() == ["v00012345"]
+    meta = pq.ParquetFile(path).metadata
+    # the reference: pyarrow's sizes of the chunks a full scan of b (returned) and a (filtered) reads
+    full = sum(meta.row_group(rg).column(col).total_compressed_size
+               for rg in range(meta.num_row_groups) for col in (0, 1))
+    assert stats.full_scan_bytes == full
+    assert 0 < stats.bytes_read < full
+    run = _cli(str(path), "--where", "a = 12345", "--columns", "b")
+    assert run.returncode == 0, run.stderr
+    share = f"{100 * stats.bytes_read / full:.1f}%"
+    assert re.search(rf"^1 rows; read \S+ \S+ \({re.escape(share)} of the \S+ \S+ a full scan of these "
+                     r"columns reads\) in \d+ requests from 1 file\(s\); 1 of 4 row groups read$",
+                     run.stdout, re.M), run.stdout
+    assert re.search(r"^  b: 1 of \d+ pages read; \S+ \S+ read for the column in all$", run.stdout, re.M), run.stdout
 
 
 def test_cli_json(io_files):
