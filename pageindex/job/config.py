@@ -77,6 +77,10 @@ def parser() -> argparse.ArgumentParser:
                    help="exit 1 or 3 (see below) when more than N files fail (default 0)")
     p.add_argument("--report", metavar="PATH",
                    help="per-file report: .parquet or JSON lines (checked writable before any file is touched)")
+    p.add_argument("--summary-json", metavar="PATH",
+                   help="also write the run's summary as one JSON document for schedulers: files and bytes "
+                        "per status, failures by reason, the exit code, the report's path (checked "
+                        "writable before any file is touched)")
     p.add_argument("--s3-endpoint-url", metavar="URL", help="S3-compatible endpoint")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an fsspec storage option, repeatable (as the pageindex CLI's)")
@@ -112,6 +116,7 @@ class JobConfig:
     target_task_bytes: int
     max_failures: int
     report: str | None
+    summary_json: str | None
     progress_seconds: float
     table_format: str | None
     commit_batch_files: int
@@ -152,7 +157,8 @@ class JobConfig:
             inputs=tuple(args.input or ()), table=args.table, iceberg_table=args.iceberg_table,
             in_place=args.in_place, options=options,
             target_task_bytes=_size("--target-task-bytes", args.target_task_bytes),
-            max_failures=args.max_failures, report=args.report, progress_seconds=args.progress_seconds,
+            max_failures=args.max_failures, report=args.report, summary_json=args.summary_json,
+            progress_seconds=args.progress_seconds,
             table_format=args.table_format, commit_batch_files=args.commit_batch_files,
             spark_conf=tuple(_conf_pair(pair) for pair in args.spark_conf),
         )

@@ -95,7 +95,36 @@ def file_noun(n: int) -> str:
     return "file" if n == 1 else "files"
 
 
-def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageindex job") -> str:
+def summary_document(records: list[dict[str, Any]], seconds: float, code: int, report: str | None
+                     ) -> dict[str, Any]:
+    """The summary for schedulers: files and bytes per status, failures by reason, the exit code
+    and where the report went (None: none asked for, or it could not be written)."""
+    statuses: dict[str, dict[str, int]] = {}
+    for r in records:
+        entry = statuses.setdefault(str(r["status"]), {"files": 0, "bytes": 0})
+        entry["files"] += 1
+        entry["bytes"] += r["bytes_in"]
+    failures = Counter(f"{r['status']}: {r['reason']}" for r in records if r["status"] in FAILURES)
+    return {
+        "files": len(records), "bytes_in": sum(r["bytes_in"] for r in records),
+        "bytes_read": sum(r["bytes_read"] for r in records), "seconds": round(seconds, 3),
+        "statuses": dict(sorted(statuses.items())), "failures_by_reason": dict(sorted(failures.items())),
+        "exit_code": code, "report": report,
+    }
+
+
+def write_summary_json(document: dict[str, Any], url: str, storage_options: dict[str, Any]) -> None:
+    """The summary document as one JSON object (a trailing newline) at `url`."""
+    fs, path = resolve(url, storage_options=storage_options)
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if parent and not fs.exists(parent):
+        fs.makedirs(parent, exist_ok=True)
+    with fs.open(path, "w") as out:
+        out.write(json.dumps(document, sort_keys=True) + "\n")
+
+
+def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageindex job",
+            report: str | None = None) -> str:
     counts = Counter(r["status"] for r in records)
     sizes: dict[str, int] = defaultdict(int)
     for r in records:
@@ -146,6 +175,8 @@ def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageind
             lines.extend(f"            {p}" for p in paths[:3])
             if len(paths) > 3:
                 lines.append(f"            … and {len(paths) - 3} more")
+    if report is not None:
+        lines.append(f"  report           {report}")
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ from pageindex.job import catalog, lake
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
-from pageindex.job.report import summary, write_report
+from pageindex.job.report import summary, summary_document, write_report, write_summary_json
 from pageindex.job.tasks import pack
 from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stops_cleanly
@@ -96,15 +96,27 @@ def run(config: JobConfig, spark: Any) -> int:
     if table is not None and config.in_place and not options.dry_run:
         # Spark caches a table's file listing (sizes included): the files changed underneath it.
         spark.catalog.refreshTable(table.name)
-    print(summary(records, time.monotonic() - started), flush=True)
-    if commits:
-        print(commits, flush=True)
     failed = [r.get("retryable", False) for r in records if r["status"] == Status.FAILED]
     code = failures_exit_code(failed, config.max_failures)
-    if config.report:
+    report, report_error = config.report, None
+    if report:
         try:
-            with storage_errors("write the report", config.report):
-                write_report(records, config.report, config.storage_options)
+            with storage_errors("write the report", report):
+                write_report(records, report, config.storage_options)
+        except PageIndexError as err:
+            report, report_error = None, err
+            code = combined_exit_code([code, exit_code(err)])
+    seconds = time.monotonic() - started
+    print(summary(records, seconds, report=report), flush=True)
+    if commits:
+        print(commits, flush=True)
+    if report_error is not None:
+        print(f"{PROG}: error: {report_error}", file=sys.stderr)
+    if config.summary_json:
+        try:
+            with storage_errors("write the summary", config.summary_json):
+                write_summary_json(summary_document(records, seconds, code, report), config.summary_json,
+                                   config.storage_options)
         except PageIndexError as err:
             print(f"{PROG}: error: {err}", file=sys.stderr)
             code = combined_exit_code([code, exit_code(err)])
@@ -156,6 +168,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
     try:
         config = JobConfig.from_argv(argv)
         check_report_path(config.report, config.storage_options)
+        check_report_path(config.summary_json, config.storage_options, "the summary")
         if spark is None:
             spark = _start_session(config, master)
         else:

@@ -128,3 +128,47 @@ def test_summary_counts_files_in_words_and_the_dag_finds_it(n):
     # spark-submit's output tail: the DAG keeps the job's summary from its first line on
     tail = ["[pageindex] found some files", "an error before", *text.splitlines()]
     assert _dag_job_summary()(tail) == text
+
+
+@pytest.mark.spark
+def test_job_summary_names_the_report_and_writes_summary_json(spark, tmp_path, capsys):
+    """The summary's last line says where the report went; --summary-json holds the counts the
+    report holds (read back by pyarrow), the failures by reason and the exit code."""
+    data = tmp_path / "data"
+    _good_file(data / "a.parquet")
+    (data / "c.parquet").write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1")
+    report, summary_path = tmp_path / "out" / "r.parquet", tmp_path / "out" / "deep" / "summary.json"
+    assert main(["--input", str(data), "--in-place", "--max-failures", "1", "--report", str(report),
+                 "--summary-json", str(summary_path)], spark=spark) == 0
+    out = capsys.readouterr().out
+    assert f"\n  report           {report}\n" in out + "\n"
+    document = json.loads(summary_path.read_text())
+    rows = pq.read_table(report).to_pylist()
+    statuses: dict[str, dict[str, int]] = {}
+    for row in rows:
+        entry = statuses.setdefault(row["status"], {"files": 0, "bytes": 0})
+        entry["files"] += 1
+        entry["bytes"] += row["bytes_in"]
+    assert document["statuses"] == statuses and set(statuses) == {"indexed", "failed"}
+    assert document["files"] == 2 and document["bytes_in"] == sum(r["bytes_in"] for r in rows)
+    [failed] = [r for r in rows if r["status"] == "failed"]
+    assert document["failures_by_reason"] == {f"failed: {failed['reason']}": 1}
+    assert document["exit_code"] == 0 and document["report"] == str(report)
+
+
+@pytest.mark.spark
+def test_summary_json_that_cannot_be_written_stops_the_job_before_any_file(spark, tmp_path, capsys):
+    data = tmp_path / "data"
+    _good_file(data / "a.parquet")
+    before = (data / "a.parquet").read_bytes()
+    (tmp_path / "taken").mkdir()
+    assert main(["--input", str(data), "--in-place", "--summary-json", str(tmp_path / "taken")],
+                spark=spark) == 2
+    assert "the summary cannot be written here: it is a directory" in capsys.readouterr().err
+    assert (data / "a.parquet").read_bytes() == before
+
+
+def test_summary_without_a_report_names_none():
+    records = [failed_record(InputFile("/d/x.parquet", 10, "x.parquet"), None, "bad magic")]
+    assert "report" not in summary(records, 0.5)
+    assert summary(records, 0.5, report="s3://b/r.parquet").splitlines()[-1] == "  report           s3://b/r.parquet"
