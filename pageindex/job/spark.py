@@ -28,7 +28,7 @@ from pageindex.job import catalog, lake
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
-from pageindex.job.report import summary, summary_document, write_report, write_summary_json
+from pageindex.job.report import format_size, summary, summary_document, write_report, write_summary_json
 from pageindex.job.tasks import pack
 from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stops_cleanly
@@ -56,13 +56,28 @@ def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] 
                              "--output cannot mirror them into one tree (give one common parent)")
 
 
-def _progress(sc: Any, done: Any, total: int, every: float, stop: threading.Event) -> None:
+def _progress(sc: Any, done: Any, done_bytes: Any, total: int, total_bytes: int, every: float,
+              stop: threading.Event) -> None:
     """Periodic log lines next to Spark's own progress bar (which batch logs often lose)."""
+    started = time.monotonic()
     while not stop.wait(every):
         tracker = sc.statusTracker()
         stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
         running = sum(s.numActiveTasks for s in stages if s)
-        log.warning("progress: %d/%d files done, %d task(s) running", done.value, total, running)
+        log.warning("%s", progress_line(done.value, total, done_bytes.value, total_bytes, running,
+                                        time.monotonic() - started))
+
+
+def progress_line(files: int, total: int, nbytes: int, total_bytes: int, running: int, seconds: float) -> str:
+    """Files and bytes done of all, tasks running, and an ETA from the bytes done so far (files
+    differ in size: bytes say more than whole files); no ETA before the first file is done."""
+    share = f" ({100 * nbytes / total_bytes:.0f}%)" if total_bytes else ""
+    line = (f"progress: {files}/{total} files, {format_size(nbytes)} of {format_size(total_bytes)}{share} done, "
+            f"{running} task(s) running")
+    if 0 < nbytes < total_bytes:
+        left = round(seconds * (total_bytes - nbytes) / nbytes)
+        line += f", about {left // 3600}h {left // 60 % 60:02d}m {left % 60:02d}s left"
+    return line
 
 
 def run(config: JobConfig, spark: Any) -> int:
@@ -140,17 +155,19 @@ def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
     # A small dataset still spreads over every core the cluster offers.
     spread = -(-sum(f.size for f in files) // max(1, sc.defaultParallelism))
     tasks = pack(files, max(1, min(target, spread)))
-    done = sc.accumulator(0)
+    done, done_bytes = sc.accumulator(0), sc.accumulator(0)
 
     def run_task(task: list) -> list[dict[str, Any]]:
-        out = []
+        out, sizes = [], {f.url: f.size for f in task}  # as listed: what the total counts
         for record in process_task([(f, output_url(f, options)) for f in task], options):
             out.append(record)
             done.add(1)
+            done_bytes.add(sizes.get(record["path"], 0))
         return out
 
     stop = threading.Event()
-    ticker = threading.Thread(target=_progress, args=(sc, done, len(files), progress_seconds, stop),
+    ticker = threading.Thread(target=_progress, args=(sc, done, done_bytes, len(files),
+                                                         sum(f.size for f in files), progress_seconds, stop),
                               daemon=True)
     ticker.start()
     try:

@@ -1176,3 +1176,13 @@ def test_racing_process_file_calls(dataset_template, tmp_path):
             t.join(60)
     check_valid(root, {f.relative: 0 for f in files[:6]}, data_before)
     assert statuses.count("indexed") >= 6
+
+
+def test_progress_line_counts_bytes_and_gives_an_eta():
+    from pageindex.job.spark import progress_line
+
+    # a quarter of the bytes in 60 s: three quarters left take 180 s, whatever the files' count says
+    assert progress_line(9, 10, 1 << 30, 4 << 30, 2, 60.0) == (
+        "progress: 9/10 files, 1.0 GiB of 4.0 GiB (25%) done, 2 task(s) running, about 0h 03m 00s left")
+    assert progress_line(0, 3, 0, 3000, 1, 5.0) == "progress: 0/3 files, 0 B of 2.9 KiB (0%) done, 1 task(s) running"
+    assert progress_line(3, 3, 3000, 3000, 0, 5.0).endswith("(100%) done, 0 task(s) running")
