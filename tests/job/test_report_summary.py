@@ -2,14 +2,16 @@
 and JSON lines, a run_date= directory tree as the DAG writes it, read back and summed."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+import pytest
 
 
 from pageindex.cli import main
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import failed_record
 from pageindex.job.report import write_report
+from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.retrofit import Status
 
 
@@ -75,3 +77,16 @@ def test_an_unreadable_report_is_named_and_the_others_summed(tmp_path, capsys):
 def test_a_missing_report_path_is_a_usage_error(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
     assert str(tmp_path / "nope") in capsys.readouterr().err
+
+
+@pytest.mark.s3
+def test_reports_on_s3_are_found_and_summed_per_night(s3_bucket, s3_storage_options):
+    root = f"s3://{s3_bucket}/reports"
+    write_report(_night_one(), f"{root}/run_date=2026-11-25/run1-try1.parquet", s3_storage_options)
+    write_report(_night_two(), f"{root}/run_date=2026-11-26/run2-try1.jsonl", s3_storage_options)
+    urls = report_urls([root + "/"], s3_storage_options)
+    assert urls == [f"{root}/run_date=2026-11-25/run1-try1.parquet", f"{root}/run_date=2026-11-26/run2-try1.jsonl"]
+    text = summarise([read_report(url, s3_storage_options) for url in urls])
+    assert "\n2026-11-25: 4 files, 3.2 KiB (1 report)\n" in text
+    assert "\n2026-11-26: 2 files, 5.0 KiB (1 report)\n" in text
+    assert "\nall: 6 files, 8.2 KiB\n" in text
