@@ -5,9 +5,6 @@ Exit codes (EXIT_CODES, pageindex.errors): 0 success, 1 retryable, 2 usage, 3 fa
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import math
 import os
 import sys
 import time
@@ -26,6 +23,16 @@ from pageindex.errors import (
     exit_code,
     failures_exit_code,
 )
+from pageindex.cli_output import (
+    NOT_DONE,
+    describe,
+    format_rows,
+    lookup_io,
+    print_error,
+    print_json,
+    print_json_line,
+    printable,
+)
 from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import add_transport_argument, resolve, storage_errors, storage_options_from
 from pageindex.job.process import (
@@ -37,7 +44,7 @@ from pageindex.job.process import (
     process_to,
 )
 from pageindex.job.preflight import check_report_path
-from pageindex.job.report import format_size, summary, write_report
+from pageindex.job.report import summary, write_report
 from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
@@ -48,104 +55,6 @@ from pageindex.verify import verify
 from pageindex.version import __version__
 
 # S3 and other stores are configured the usual way (environment, ~/.aws): no options of our own.
-NOT_DONE = (Status.FAILED, Status.CHANGED)  # the statuses that make `retrofit` exit 1 or 3
-SHOWN_VIOLATIONS = 5  # per repaired file in the text output
-DRY_RUNS = (Status.DRY_RUN, Status.REPAIR_NEEDED)  # computed, not written
-
-
-def _print_json(obj: object) -> None:
-    json.dump(_jsonable(obj), sys.stdout, indent=2, allow_nan=False)
-    sys.stdout.write("\n")
-
-
-def _print_json_line(obj: object) -> None:
-    """One document per file: JSON lines, whatever the number of files."""
-    print(json.dumps(_jsonable(obj), sort_keys=True, allow_nan=False))
-
-
-def _jsonable(value: Any) -> Any:
-    """Strict JSON: NaN and the infinities as the strings "NaN", "Infinity", "-Infinity" (as
-    Spark's to_json writes them), bytes as 0x hex (as inspect shows binary bounds), dates and
-    times as ISO text, decimals and anything else as their exact text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-    if value is None or isinstance(value, (str, int, float)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return "0x" + bytes(value).hex()
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    return str(value)
-
-
-def _print_error(err: PageIndexError, as_json: bool) -> None:
-    print(f"pageindex: error: {type(err).__name__}: {err}", file=sys.stderr)
-    if as_json:
-        _print_json_line({"error": type(err).__name__, "message": str(err), "path": err.path})
-
-
-def _describe(record: dict[str, Any]) -> str:
-    """A retrofit record as text: what was written, and why any chunk got no ColumnIndex."""
-    path, status = record["path"], record["status"]
-    notes = [f"  note: {note}" for note in record.get("notes", ())]
-    if status == Status.ALREADY_INDEXED:
-        copied = f" (copied to {record['output']})" if record["output"] else ""
-        return "\n".join([f"{path}: already has a complete page index (use --force to rebuild){copied}",
-                          *notes])
-    if status == Status.SKIPPED and record["output"]:
-        return f"{path}: {status}: {record['reason']} (copied to {record['output']})"
-    if status in (Status.SKIPPED, *NOT_DONE):
-        return f"{path}: {status}: {record['reason']}"
-    with_ci, without = record["chunks_with_column_index"], record["chunks_without_column_index"]
-    from_stats = record["chunks_from_page_stats"]
-    lines = [
-        f"{path}: {status}" + (f" -> {record['output']}" if record["output"] else ""),
-        f"  row groups {record['row_groups']}, pages {record['pages']}, chunks {with_ci + without}"
-        f" ({with_ci} with ColumnIndex, {without} without)"
-        + (f", {from_stats} from page-header statistics" if from_stats else "")
-        + (f", {_count(record['bloom_filters'], 'bloom filter')} "
-           f"{'to write' if status in DRY_RUNS else 'written'}" if record.get("bloom_filters") else ""),
-        f"  size {record['bytes_in']} -> {record['bytes_out']} bytes"
-        f" (+{record['bytes_out'] - record['bytes_in']}), read {record['index_bytes_read']} bytes to index"
-        + (f" and {record['copy_bytes_read']} to copy" if record["copy_bytes_read"] else "")
-        + f" in {record['seconds']:.2f}s",
-    ]
-    if record["no_page_skipping"]:
-        lines.append(f"  no page skipping: {record['no_page_skipping']} (the index cannot help readers here)")
-    for reason, count in sorted(record["without_column_index_reasons"].items()):
-        lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
-    for reason, count in sorted(record["page_stats_fallback_reasons"].items()):
-        lines.append(f"  decoded exactly, {count} chunk{'s' if count > 1 else ''}: {reason}")
-    if any(record["chunk_statistics"].values()):
-        lines.append(_chunk_statistics(record["chunk_statistics"]))
-    lines.extend(notes)
-    violations = record["violations"]
-    if violations:
-        done = "to rebuild" if status == Status.REPAIR_NEEDED else "rebuilt"
-        lines.append(f"  the existing page index is wrong ({len(violations)} violations), {done}:")
-        lines.extend(f"    {v}" for v in violations[:SHOWN_VIOLATIONS])
-        if len(violations) > SHOWN_VIOLATIONS:
-            lines.append(f"    … and {len(violations) - SHOWN_VIOLATIONS} more (--json lists them all)")
-    return "\n".join(lines)
-
-
-def _chunk_statistics(counts: dict[str, int]) -> str:
-    """What the new footer changed in chunk statistics, e.g. `chunk statistics: 16 chunks filled
-    from the page bounds, 24 copied from the deprecated min/max`."""
-    said = {"filled": "filled from the page bounds", "copied": "copied from the deprecated min/max",
-            "replaced": "replaced (they could drop rows)"}
-    parts = [f"{counts[how]} {said[how]}" for how in ("filled", "copied", "replaced") if counts[how]]
-    first = parts[0].split(" ", 1)
-    parts[0] = f"{_count(int(first[0]), 'chunk')} {first[1]}"
-    return "  chunk statistics: " + ", ".join(parts)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterator[tuple[Target, dict]]:
@@ -202,15 +111,15 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
         records.append(record)
         progress.clear()
         if record["status"] in NOT_DONE:
-            print(f"pageindex: error: {_describe(record)}", file=sys.stderr)
+            print(f"pageindex: error: {describe(record)}", file=sys.stderr)
         elif not args.json:
-            print(_describe(record), flush=True)
+            print(describe(record), flush=True)
         progress.advance(target.file.size)
     progress.clear()
     records.sort(key=lambda r: r["path"])
     if args.json:
         for record in records:
-            _print_json_line(record)
+            print_json_line(record)
     if len(records) != 1:
         print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit"),
               file=sys.stderr if args.json else sys.stdout)
@@ -220,7 +129,7 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
             with storage_errors("write the report", args.report):
                 write_report(records, args.report, args.storage_options)
         except PageIndexError as err:
-            _print_error(err, False)
+            print_error(err, False)
             code = combined_exit_code([code, exit_code(err)])
     return code
 
@@ -231,7 +140,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         try:
             reports.append(read_report(url, args.storage_options))
         except PageIndexError as err:  # one unreadable report is named; the others are summed
-            _print_error(err, False)
+            print_error(err, False)
             codes.append(exit_code(err))
     print(summarise(reports))
     return combined_exit_code(codes)
@@ -247,12 +156,12 @@ def _each_file(args: argparse.Namespace, show: Callable[[str, Any], int]) -> int
             codes.append(show(target.file.url, resolve(target.file.url, storage_options=args.storage_options)[0]))
         except NotParquetError as err:
             if target.named:
-                _print_error(err, as_json)
+                print_error(err, as_json)
                 codes.append(exit_code(err))
             else:
                 print(f"{target.file.url}: skipped: {err.reason}", file=sys.stderr)
         except PageIndexError as err:
-            _print_error(err, as_json)
+            print_error(err, as_json)
             codes.append(exit_code(err))
     return combined_exit_code(codes)
 
@@ -264,7 +173,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     def show(path: str, filesystem: Any) -> int:
         view = inspect_file(path, filesystem)
         if args.json:
-            _print_json_line(view.to_dict())
+            print_json_line(view.to_dict())
         else:
             print(("\n" if shown else "") + format_text(view, max_pages=max_pages, summary=args.summary))
         shown.append(path)
@@ -277,7 +186,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     def show(path: str, filesystem: Any) -> int:
         result = verify(path, filesystem)
         if args.json:
-            _print_json_line(result.to_dict())
+            print_json_line(result.to_dict())
             return EXIT_OK if result.ok else EXIT_PERMANENT
         print(f"{result.path}: {'OK' if result.ok else 'VIOLATIONS'} — {result.chunks} chunks, "
               f"{result.chunks_with_offset_index} with OffsetIndex, {result.chunks_with_column_index} "
@@ -305,50 +214,14 @@ def _cmd_lookup(args: argparse.Namespace) -> int:
     code = 3 if stats.files_failed else 0
     shown = table if args.limit is None else table.slice(0, args.limit)
     if args.json:
-        _print_json({"rows": _printable(shown).to_pylist(), "num_rows": table.num_rows,
+        print_json({"rows": printable(shown).to_pylist(), "num_rows": table.num_rows,
                      "io": stats.to_dict()})
         return code
-    print(_format_rows(_printable(shown)))
+    print(format_rows(printable(shown)))
     if args.limit is not None and table.num_rows > args.limit:
         print(f"… {table.num_rows - args.limit} more rows")
-    print("\n" + _lookup_io(table.num_rows, stats))
+    print("\n" + lookup_io(table.num_rows, stats))
     return code
-
-
-def _lookup_io(rows: int, stats: Any) -> str:
-    """The lookup's I/O against a full scan of the same columns (LookupStats.full_scan_bytes),
-    then each column's pages read of the pages in the row groups it read, and their bytes."""
-    of_full = (f" ({100 * stats.bytes_read / stats.full_scan_bytes:.1f}% of the "
-               f"{format_size(stats.full_scan_bytes)} a full scan of these columns reads)"
-               if stats.full_scan_bytes else "")
-    lines = [f"{rows} rows; read {format_size(stats.bytes_read)}{of_full} in {stats.requests} requests "
-             f"from {stats.files} file(s)"
-             + (f" ({stats.files_pruned_by_partition} pruned by partition values, never opened)"
-                if stats.files_pruned_by_partition else "")
-             + f"; {stats.row_groups_read} of {stats.row_groups} row groups read"
-             + (f", {stats.row_groups_pruned_by_bloom_filter} skipped by bloom filters"
-                if stats.row_groups_pruned_by_bloom_filter else "")]
-    for name, io in stats.columns.items():
-        lines.append(f"  {name}: {io.pages_read} of {io.pages_total} pages read; "
-                     f"{format_size(io.bytes_read)} read for the column in all")
-    return "\n".join(lines)
-
-
-def _printable(table):
-    """Temporal columns as ISO text (Python's datetime cannot hold nanoseconds)."""
-    import pyarrow as pa
-
-    columns = [c.cast(pa.string()) if pa.types.is_temporal(c.type) else c for c in table.columns]
-    return pa.table(columns, names=table.column_names)
-
-
-def _format_rows(table) -> str:
-    names = table.column_names
-    rows = [["" if v is None else str(v) for v in row.values()] for row in table.to_pylist()]
-    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    lines = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
-    return "\n".join(lines)
 
 
 RETROFIT_HELP = """\
@@ -525,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         if err.path is None:  # how the command was spelled: the usage helps
             args.subparser.error(str(err))
-        _print_error(err, False)  # about a path given: one line naming it
+        print_error(err, False)  # about a path given: one line naming it
         return exit_code(err)
     except BrokenPipeError:
         # The reader went away (`... | head`): silence the flush at exit, as the Python docs advise.
@@ -534,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except PageIndexError as err:
-        _print_error(err, getattr(args, "json", False))
+        print_error(err, getattr(args, "json", False))
         return exit_code(err)
 
 
