@@ -37,7 +37,7 @@ from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import add_transport_argument, resolve, storage_errors, storage_options_from
 from pageindex.job.process import (
     JobOptions,
-    add_bloom_arguments,
+    add_index_arguments,
     check_bloom_arguments,
     failed_record,
     process_task,
@@ -120,17 +120,21 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     if args.json:
         for record in records:
             print_json_line(record)
-    if len(records) != 1:
-        print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit"),
-              file=sys.stderr if args.json else sys.stdout)
     code = failures_exit_code(r.get("retryable", False) for r in records if r["status"] in NOT_DONE)
-    if args.report:
+    report = None
+    if args.report:  # written before the summary, which then says where it went
         try:
             with storage_errors("write the report", args.report):
                 write_report(records, args.report, args.storage_options)
+            report = args.report
         except PageIndexError as err:
             print_error(err, False)
             code = combined_exit_code([code, exit_code(err)])
+    if len(records) != 1:
+        print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit", report),
+              file=sys.stderr if args.json else sys.stdout)
+    elif report is not None and not args.json:
+        print(f"  report {report}")
     return code
 
 
@@ -304,22 +308,7 @@ def parser() -> argparse.ArgumentParser:
                         "store itself where it can)")
     r.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="index N files at a time in worker processes (default 1)")
-    r.add_argument("--truncate-length", type=int, default=64, metavar="N",
-                   help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
-    r.add_argument("--force", action="store_true", help="rebuild even if the file is already indexed")
-    r.add_argument("--verify-existing", action="store_true",
-                   help="check an existing page index against the data before keeping it, and rebuild "
-                        "it if wrong (status repaired); indexes that are structurally impossible or from "
-                        "writers known to write wrong ones are always checked")
-    r.add_argument("--keep-chunk-statistics", action="store_true",
-                   help="leave every column chunk's statistics as they are (by default a chunk without "
-                        "bounds readers can use gets its page index's exact bounds)")
-    r.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
-    r.add_argument("--trust-page-stats", action="store_true",
-                   help="build bounds from page-header statistics where trustworthy (much faster; "
-                        "values of floats and known-bad writers are still decoded, and each chunk "
-                        "decoded says why)")
-    add_bloom_arguments(r)
+    add_index_arguments(r)
     r.add_argument("--json", action="store_true",
                    help="print one JSON record per file (JSON lines) instead of text; the summary "
                         "goes to stderr")

@@ -520,6 +520,7 @@ def test_one_corrupt_file_fails_the_run_not_the_others(tree, tmp_path):
         assert indexed(tree / rel) and keys(tree / rel)[0] == DATA.index(rel) * 10_000
     rows = pq.read_table(report).to_pylist()
     assert {r["path"]: r["status"] for r in rows}[str(bad)] == "failed" and len(rows) == 6
+    assert proc.stdout.rstrip().splitlines()[-1].split() == ["report", str(report)]
     verified = run_cli("verify", tree)
     assert verified.returncode == 3 and "MalformedFileError" in verified.stderr  # the bad file
     assert sum(": OK" in line for line in verified.stdout.splitlines()) == len(DATA)
@@ -766,3 +767,12 @@ def test_every_argument_has_help():
     assert len([a for sub in cli._subparsers._group_actions[0].choices.values() for a in sub._actions]) > 30
     assert list(_arguments_without_help(cli, "pageindex")) == []
     assert list(_arguments_without_help(job, "pageindex-job")) == []
+
+
+def test_one_file_s_report_is_named_after_its_record(files, tmp_path):
+    src, report = tmp_path / "one.parquet", tmp_path / "one.jsonl"
+    src.write_bytes(files.src.read_bytes())
+    proc = ok(run_cli("retrofit", src, "--report", report))
+    assert proc.stdout.rstrip().splitlines()[-1] == f"  report {report}"
+    assert [json.loads(line)["status"] for line in report.read_text().splitlines()] == ["indexed"]
+

@@ -12,7 +12,7 @@ from typing import Any, NoReturn, Sequence
 from pageindex.errors import EXIT_OK, EXIT_USAGE, UsageError
 from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
 from pageindex.job import lake
-from pageindex.job.process import JobOptions, add_bloom_arguments, check_bloom_arguments
+from pageindex.job.process import JobOptions, add_index_arguments, check_bloom_arguments
 from pageindex.job.tasks import parse_size
 
 PROG = "pageindex-job"
@@ -59,18 +59,7 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--output", metavar="DIR", help="write indexed files here, mirroring the input tree")
     p.add_argument("--copy-unchanged", action="store_true",
                    help="with --output: also copy files that need no change")
-    p.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
-    p.add_argument("--force", action="store_true", help="rebuild indexes that already exist")
-    p.add_argument("--verify-existing", action="store_true",
-                   help="check existing page indexes against the data and rebuild wrong ones (status repaired)")
-    p.add_argument("--truncate-length", type=int, default=64, metavar="N",
-                   help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
-    p.add_argument("--trust-page-stats", action="store_true",
-                   help="build bounds from page-header statistics where trustworthy (faster)")
-    p.add_argument("--keep-chunk-statistics", action="store_true",
-                   help="leave every column chunk's statistics as they are (by default a chunk without "
-                        "bounds readers can use gets its page index's exact bounds)")
-    add_bloom_arguments(p)
+    add_index_arguments(p)
     p.add_argument("--target-task-bytes", default="256m", metavar="SIZE",
                    help="bytes per Spark task (default 256m); larger files get a task each")
     p.add_argument("--max-failures", type=int, default=0, metavar="N",

@@ -70,6 +70,27 @@ class _BloomTuning(argparse.Action):
         setattr(namespace, TUNING_GIVEN, (*getattr(namespace, TUNING_GIVEN, ()), option_string))
 
 
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the index is built, the same flags for the CLI's retrofit and the Spark job (bloom
+    filters included)."""
+    parser.add_argument("--dry-run", action="store_true", help="compute and report, write nothing")
+    parser.add_argument("--force", action="store_true", help="rebuild even if the file is already indexed")
+    parser.add_argument("--verify-existing", action="store_true",
+                        help="check an existing page index against the data before keeping it, and "
+                             "rebuild it if wrong (status repaired); indexes that are structurally "
+                             "impossible or from writers known to write wrong ones are always checked")
+    parser.add_argument("--truncate-length", type=int, default=64, metavar="N",
+                        help="truncate BYTE_ARRAY bounds longer than N bytes (default 64)")
+    parser.add_argument("--trust-page-stats", action="store_true",
+                        help="build bounds from page-header statistics where trustworthy (much faster; "
+                             "values of floats and known-bad writers are still decoded, and each chunk "
+                             "decoded says why)")
+    parser.add_argument("--keep-chunk-statistics", action="store_true",
+                        help="leave every column chunk's statistics as they are (by default a chunk "
+                             "without bounds readers can use gets its page index's exact bounds)")
+    add_bloom_arguments(parser)
+
+
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
     """The bloom filter flags, the same for the CLI's retrofit and the Spark job."""
     parser.add_argument("--bloom-filter", default=NONE, metavar="COLUMNS|auto|none",
