@@ -40,6 +40,7 @@ from pageindex.job.process import (
     add_index_arguments,
     check_bloom_arguments,
     failed_record,
+    index_options,
     process_task,
     process_to,
 )
@@ -95,12 +96,7 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     started = time.monotonic()
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
     check_report_path(args.report, args.storage_options)
-    options = JobOptions(copy_unchanged=args.copy_unchanged, dry_run=args.dry_run, force=args.force,
-                         truncate_length=args.truncate_length,
-                         trust_page_stats=args.trust_page_stats, storage_options=args.storage_options,
-                         bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp,
-                         bloom_max_bytes=args.bloom_max_bytes, verify_existing=args.verify_existing,
-                         chunk_statistics=not args.keep_chunk_statistics)
+    options = index_options(args, copy_unchanged=args.copy_unchanged, storage_options=args.storage_options)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
     records = []

@@ -12,7 +12,7 @@ from typing import Any, NoReturn, Sequence
 from pageindex.errors import EXIT_OK, EXIT_USAGE, UsageError
 from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
 from pageindex.job import lake
-from pageindex.job.process import JobOptions, add_index_arguments, check_bloom_arguments
+from pageindex.job.process import JobOptions, add_index_arguments, check_bloom_arguments, index_options
 from pageindex.job.tasks import parse_size
 
 PROG = "pageindex-job"
@@ -135,13 +135,8 @@ class JobConfig:
             except (ValueError, ImportError) as err:
                 raise UsageError(f"--output {args.output}: {err}") from None
         _check_consistent(args)
-        options = JobOptions(
-            output=args.output, copy_unchanged=args.copy_unchanged, dry_run=args.dry_run,
-            force=args.force, truncate_length=args.truncate_length, storage_options=storage,
-            stale_temp_seconds=args.stale_temp_seconds, trust_page_stats=args.trust_page_stats,
-            bloom_filter=args.bloom_filter, bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
-            verify_existing=args.verify_existing, chunk_statistics=not args.keep_chunk_statistics,
-        )
+        options = index_options(args, output=args.output, copy_unchanged=args.copy_unchanged,
+                                storage_options=storage, stale_temp_seconds=args.stale_temp_seconds)
         return cls(
             inputs=tuple(args.input or ()), table=args.table, iceberg_table=args.iceberg_table,
             in_place=args.in_place, options=options,

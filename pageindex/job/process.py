@@ -91,6 +91,14 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     add_bloom_arguments(parser)
 
 
+def index_options(args: argparse.Namespace, **more: Any) -> JobOptions:
+    """The JobOptions the flags of add_index_arguments say, with `more` (output, storage, ...)."""
+    return JobOptions(dry_run=args.dry_run, force=args.force, verify_existing=args.verify_existing,
+                      truncate_length=args.truncate_length, trust_page_stats=args.trust_page_stats,
+                      chunk_statistics=not args.keep_chunk_statistics, bloom_filter=args.bloom_filter,
+                      bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes, **more)
+
+
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
     """The bloom filter flags, the same for the CLI's retrofit and the Spark job."""
     parser.add_argument("--bloom-filter", default=NONE, metavar="COLUMNS|auto|none",
