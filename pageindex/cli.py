@@ -14,6 +14,7 @@ from multiprocessing import get_context
 from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from pageindex.errors import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PERMANENT,
     NotParquetError,
@@ -390,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except PageIndexError as err:
         print_error(err, getattr(args, "json", False))
         return exit_code(err)

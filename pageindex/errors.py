@@ -10,6 +10,8 @@ from typing import ClassVar, Iterable
 # only): every file ended well; a failure a retry may mend; usage or configuration, found before
 # anything was changed; files failed for reasons no retry can mend, and nothing retryable failed.
 EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, EXIT_PERMANENT = 0, 1, 2, 3
+# Ctrl-C, as shells report it (SIGTERM and SIGHUP leave with 128 + the signal: shutdown.leave).
+EXIT_INTERRUPTED = 130
 
 
 class PageIndexError(Exception):

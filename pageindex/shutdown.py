@@ -1,5 +1,5 @@
 """How the command line and the job's driver end: flush, run Python's exit handlers, then leave;
-and how they stop when told to (SIGTERM unwinds like Ctrl-C, then exit 143).
+and how they stop when told to (SIGTERM or SIGHUP unwinds like Ctrl-C, then exit 143 or 129).
 
 Leaving skips the C++ static destructors, where Arrow's thread pools can abort a process whose work
 is done (std::terminate on a still-joinable thread, apache/arrow#34314): exit -6 after a success.
@@ -18,25 +18,27 @@ from typing import Callable, NoReturn, TypeVar
 
 from pageindex.io import temporaries
 
-TERMINATED = 128 + signal.SIGTERM  # what shells, `timeout` and supervisors expect after SIGTERM
+# SIGHUP too: a closed terminal sends it, and pyspark's daemon sends it to its Python workers
+# when the driver stops (never SIGTERM), so an executor's commit in flight is undone.
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
 R = TypeVar("R")
-_terminated = [False]
+_terminated: list[int] = []  # the stopping signal received, once
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM was received: raised in the main thread to unwind as Ctrl-C does, so every
+    """SIGTERM (or SIGHUP) was received: raised in the main thread to unwind as Ctrl-C does, so every
     commit in flight is undone and its temporary removed."""
 
 
 def stops_cleanly(run: Callable[..., R]) -> Callable[..., R]:
-    """`run` with SIGTERM turned into Terminated and Ctrl-C into KeyboardInterrupt, both held
+    """`run` with SIGTERM and SIGHUP turned into Terminated and Ctrl-C into KeyboardInterrupt, held
     back while a commit's temporary is created or swapped in; the process's previous handlers
     are back afterwards. Handlers run in the main thread only: elsewhere `run` runs as it is."""
     @functools.wraps(run)
     def stopping(*args, **kwargs) -> R:
         if threading.current_thread() is not threading.main_thread():
             return run(*args, **kwargs)
-        previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, _on_stop) for s in (signal.SIGINT, *STOPPING)}
         try:
             return run(*args, **kwargs)
         except KeyboardInterrupt:
@@ -51,22 +53,22 @@ def stops_cleanly(run: Callable[..., R]) -> Callable[..., R]:
 def _on_stop(signum: int, frame: FrameType | None) -> None:
     if temporaries.defer(lambda: _on_stop(signum, None)):
         return
-    if signum != signal.SIGTERM:
+    if signum not in STOPPING:
         raise KeyboardInterrupt
-    if _terminated[0]:
+    if _terminated:
         return  # already unwinding: let the cleanup run to its end
-    _terminated[0] = True
+    _terminated.append(signum)
     # Worker processes (--jobs) too: one in process_to unwinds (stops_cleanly), an idle one ends.
     for child in multiprocessing.active_children():
         try:
             os.kill(child.pid, signal.SIGTERM)
         except OSError:
             pass  # already gone
-    raise Terminated("terminated by SIGTERM")
+    raise Terminated(f"terminated by {signal.Signals(signum).name}")
 
 
 def leave(code: int) -> NoReturn:
-    """Exit with `code` (143 after SIGTERM) once stdout and stderr are flushed, every temporary
+    """Exit with `code` (128 + the signal after SIGTERM or SIGHUP: 143, 129) once stdout and stderr are flushed, every temporary
     still in flight is removed and every atexit handler has run."""
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -75,4 +77,4 @@ def leave(code: int) -> NoReturn:
             pass
     temporaries.remove_all()
     atexit._run_exitfuncs()
-    os._exit(TERMINATED if _terminated[0] else code)
+    os._exit(128 + _terminated[0] if _terminated else code)

@@ -3,11 +3,9 @@ stop cleanly: SIGTERM during an in-place retrofit (one file, or several in worke
 leaves no temporary and the file original or complete, exit code 143."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,6 +15,8 @@ import tomllib
 from pageindex.retrofit import retrofit
 from tests.helpers.big_files import write_wide_file
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.signals import temporaries as _temporaries
+from tests.helpers.signals import terminated_mid_commit as _terminated_mid_commit
 
 
 def test_leave_flushes_runs_exit_handlers_and_keeps_the_code():
@@ -39,27 +39,6 @@ def test_every_entry_point_leaves_through_shutdown():
     for path in ("pageindex/__main__.py", "jobs/retrofit_job.py", "pageindex/cli.py", "pageindex/job/spark.py"):
         assert "leave(stops_cleanly(main)(" in (REPO_ROOT / path).read_text(), path
     assert "console()" in (REPO_ROOT / "pageindex/job/__main__.py").read_text()
-
-
-def _temporaries(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if ".pageindex-tmp-" in p.name)
-
-
-def _terminated_mid_commit(args: list[str], directory: Path, temporaries: int) -> subprocess.CompletedProcess:
-    """Run `python ARGS`; once `temporaries` commit temporaries exist in `directory` (that many
-    commits begun and not finished), send it SIGTERM."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while len(_temporaries(directory)) < temporaries:
-            assert proc.poll() is None, "the run ended before its commits began: " + proc.communicate()[1]
-            time.sleep(0.001)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +75,11 @@ def test_sigterm_with_worker_processes_removes_every_temporary(tmp_path, big):
     assert all(state in (original, indexed) for state in states) and original in states
 
 
-def test_sigterm_in_an_executor_task_undoes_its_commit(tmp_path, big):
-    """A Spark executor's Python worker runs process_task; SIGTERM there (the executor stopped)
-    undoes the commit in flight and ends the task with Terminated, which the worker reports."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stopped_executor_task_undoes_its_commit(tmp_path, big, signum):
+    """A Spark executor's Python worker runs process_task; SIGTERM there, or SIGHUP (what
+    pyspark's daemon sends its workers when Spark stops), undoes the commit in flight and ends
+    the task with Terminated, which the worker reports."""
     original, indexed = big
     path = tmp_path / "big.parquet"
     path.write_bytes(original)
@@ -111,6 +92,6 @@ def test_sigterm_in_an_executor_task_undoes_its_commit(tmp_path, big):
                "    list(process_task([(f, None) for f in files], JobOptions()))\n"
                "except Terminated:\n"
                "    sys.exit(7)\n")
-    run = _terminated_mid_commit(["-c", program], tmp_path, 1)
+    run = _terminated_mid_commit(["-c", program], tmp_path, 1, signum)
     assert run.returncode == 7, run.stderr
     assert _temporaries(tmp_path) == [] and path.read_bytes() in (original, indexed)

@@ -13,6 +13,7 @@ import warnings
 from typing import Any, NoReturn, Sequence
 
 from pageindex.errors import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RETRYABLE,
     EXIT_USAGE,
@@ -182,15 +183,22 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
     """Entry point; `spark` may be given (tests, notebooks), else one is created or reused.
     The exit code follows pageindex.errors' rule (config.EXIT_CODES)."""
     logging.basicConfig(level=logging.WARNING, format="[pageindex] %(message)s")
+    logging.getLogger().addFilter(_not_interrupted)  # py4j logs on the root logger
+    own = None
     try:
         config = JobConfig.from_argv(argv)
         check_report_path(config.report, config.storage_options)
         check_report_path(config.summary_json, config.storage_options, "the summary")
         if spark is None:
-            spark = _start_session(config, master)
+            spark = own = _start_session(config, master)
         else:
             apply_conf(spark, config.spark_conf)
         return run(config, spark)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (shutdown.Terminated)
+        stop(spark, own)
+        print(f"{PROG}: stopped: files being processed were left as they were (commits in flight undone); "
+              "no report written; a rerun goes on where this one stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except SystemExit as exit_:  # --help
         return EXIT_OK if not exit_.code else EXIT_USAGE
     except PageIndexError as err:
@@ -206,6 +214,25 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
             return EXIT_RETRYABLE
         log.exception("internal error")
         return exit_code(err)
+
+
+def _not_interrupted(record: logging.LogRecord) -> bool:
+    """py4j logs a traceback when Ctrl-C or SIGTERM interrupts a call to the JVM; main says
+    what happened in one line instead."""
+    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+def stop(spark: Any, own: Any) -> None:
+    """After an interruption: stop the session this run started, which stops its Python workers
+    (pyspark's daemon sends them SIGHUP: each undoes its commit in flight, shutdown.stops_cleanly);
+    on a session given or reused, cancel this run's jobs and leave the session running."""
+    try:
+        if own is not None:
+            own.stop()
+        elif spark is not None:
+            spark.sparkContext.cancelAllJobs()
+    except Exception:  # noqa: BLE001 - a JVM already going away: nothing more to stop
+        log.debug("stopping Spark after an interruption", exc_info=True)
 
 
 def hide_pandas_warning() -> None:
