@@ -67,6 +67,12 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     raise Terminated(f"terminated by {signal.Signals(signum).name}")
 
 
+def stopping() -> bool:
+    """Whether SIGTERM or SIGHUP has been received: an error raised while unwinding (a call into
+    another process cut short) is the stop, not a failure of its own."""
+    return bool(_terminated)
+
+
 def leave(code: int) -> NoReturn:
     """Exit with `code` (128 + the signal after SIGTERM or SIGHUP: 143, 129) once stdout and stderr are flushed, every temporary
     still in flight is removed and every atexit handler has run."""

@@ -32,7 +32,7 @@ from pageindex.job.process import JobOptions, output_url, process_task
 from pageindex.job.report import format_size, summary, summary_document, write_report, write_summary_json
 from pageindex.job.tasks import pack
 from pageindex.retrofit import Status
-from pageindex.shutdown import leave, stops_cleanly
+from pageindex.shutdown import leave, stopping, stops_cleanly
 
 __all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_warning", "main", "parser", "run"]
 
@@ -195,10 +195,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
             apply_conf(spark, config.spark_conf)
         return run(config, spark)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (shutdown.Terminated)
-        stop(spark, own)
-        print(f"{PROG}: stopped: files being processed were left as they were (commits in flight undone); "
-              "no report written; a rerun goes on where this one stopped", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _stopped(spark, own)
     except SystemExit as exit_:  # --help
         return EXIT_OK if not exit_.code else EXIT_USAGE
     except PageIndexError as err:
@@ -208,6 +205,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         print(f"{PROG}: error: a filesystem needs a package that is not installed: {err}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - Spark reports executor failures as Py4J errors
+        if stopping():  # py4j may turn the interrupted call into an error of its own
+            return _stopped(spark, own)
         if type(err).__module__.startswith(("py4j", "pyspark")):
             # Lost executors, a failed stage, a cluster that went away: a retry may pass.
             print(f"{PROG}: error: the Spark job failed: {catalog.spark_message(err)}", file=sys.stderr)
@@ -220,6 +219,13 @@ def _not_interrupted(record: logging.LogRecord) -> bool:
     """py4j logs a traceback when Ctrl-C or SIGTERM interrupts a call to the JVM; main says
     what happened in one line instead."""
     return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+def _stopped(spark: Any, own: Any) -> int:
+    stop(spark, own)
+    print(f"{PROG}: stopped: files being processed were left as they were (commits in flight undone); "
+          "no report written; a rerun goes on where this one stopped", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def stop(spark: Any, own: Any) -> None:
