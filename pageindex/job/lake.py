@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pageindex.errors import PageIndexError, UsageError
+from pageindex.index.marker import options_key
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
@@ -182,6 +183,8 @@ _VERSION = {DELTA: "version", ICEBERG: "snapshot"}
 
 
 def _commit(run: TableRun, replacements: list[Replacement]) -> CommitResult:
+    o = run.options
+    key = options_key(o.truncate_length, o.trust_page_stats, o.bloom, o.chunk_statistics)
     if run.format == ICEBERG:
-        return iceberg.commit(run.table, replacements)
-    return delta.commit(run.table, run.options.storage_options, replacements)
+        return iceberg.commit(run.table, replacements, options=key)
+    return delta.commit(run.table, o.storage_options, replacements, options=key)

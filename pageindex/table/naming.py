@@ -16,6 +16,8 @@ SUFFIX = ".parquet"
 TAG = ".pageindex-"
 # A copy's name since options are part of it: the digest, then the options tag.
 _COPY = re.compile(r"\.pageindex-[0-9a-f]{16}-([0-9a-f]{8})\.parquet$")
+# What a copy's name adds to its source's stem, with or without the options tag (older versions).
+_ADDED = re.compile(r"\.pageindex-[0-9a-f]{16}(?:-[0-9a-f]{8})?$")
 
 
 def options_tag(truncate_length: int, trust_page_stats: bool, bloom: BloomOptions = BloomOptions(),
@@ -31,13 +33,15 @@ def indexed_name(path: str, size: int, truncate_length: int, trust_page_stats: b
 
     Deterministic, so a rerun after a failed commit rewrites its own orphan instead of leaving
     another; the hash covers everything the output bytes depend on (the source and the marker),
-    so two runs can only ever write the same name with the same bytes. The options tag lets a
+    so two runs can only ever write the same name with the same bytes (the hash of a copy's copy
+    covers the copy's path, so it differs from the copy's own). The options tag lets a
     later run with the same options tell, from the table's metadata alone, that the file needs
     nothing (indexed_with).
     """
     marker = marker_value(__version__, truncate_length, trust_page_stats, bloom, chunk_statistics=chunk_statistics)
     digest = hashlib.sha256(f"{path}\0{size}\0{marker}".encode())
     stem = path[:-len(SUFFIX)] if path.endswith(SUFFIX) else path
+    stem = _ADDED.sub("", stem)  # a copy of a copy (--force, other options) does not grow its name
     tag = options_tag(truncate_length, trust_page_stats, bloom, chunk_statistics)
     return f"{stem}{TAG}{digest.hexdigest()[:16]}-{tag}{SUFFIX}"
 

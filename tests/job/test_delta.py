@@ -399,11 +399,15 @@ def _plan_and_commit(root: str, **options):
 
 def test_other_options_force_and_verify_open_the_copies(tmp_path):
     """Copies named for other options are opened (and found indexed); --force rebuilds them and
-    --verify-existing checks them, so both open them whatever their names say."""
+    --verify-existing checks them, so both open them whatever their names say. The names are
+    read from a checkpoint as well as from commits."""
     root = str(tmp_path / "t")
     make_table(root)
     _plan_and_commit(root)
     expected, version = rows(root), DeltaTable(root).version()
+    [info] = [a["commitInfo"] for a in log_actions(root, version) if "commitInfo" in a]
+    assert info["pageindex"]["options"] == "truncate_length=64"
+    DeltaTable(root).create_checkpoint()  # the names survive in the checkpoint
     run, (out, text) = _plan_and_commit(root)
     assert not run.files and {r["reason"] for r in out} == {lake.KNOWN_INDEXED}
     assert f"{len(out)} known indexed from their names (not opened)" in text

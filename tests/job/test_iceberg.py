@@ -189,6 +189,7 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(s3_server, s3_buc
 def test_other_options_and_force_open_the_copies(table):
     _job_steps({})
     expected, snapshot = rows(), load().current_snapshot().snapshot_id
+    assert load().current_snapshot().summary["pageindex.options"] == "truncate_length=64"
     assert {r["reason"] for r in _job_steps({}).values()} == {lake.KNOWN_INDEXED}
     run = lake.plan_iceberg(NAME, True, JobOptions(trust_page_stats=True))
     assert len(run.files) > 3 and not run.skipped

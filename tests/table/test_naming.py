@@ -33,6 +33,9 @@ def test_a_copy_names_the_options_it_was_indexed_with():
     # a copy of a copy (another option set, or --force) names the options of its own run
     again = indexed_name(name, 2000, 16, False)
     assert indexed_with(again) == options_tag(16, False) and again != name
+    assert again.startswith("p=c%20d/part-0.pageindex-") and again.count(".pageindex-") == 1
+    assert indexed_name(name, 2000, 64, False) not in (name, again)
+    assert indexed_name("x.pageindex-0123456789abcdef.parquet", 9, 64, False).count(".pageindex-") == 1
 
 
 def test_other_names_record_no_options():
