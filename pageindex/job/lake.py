@@ -44,7 +44,7 @@ class TableRun:
     options: JobOptions  # output = the table root: each copy's `relative` is its path below it
     files: tuple[InputFile, ...]
     planned: dict[str, tuple[Any, str]]  # old URL -> (its log entry, the path the log gets for the copy)
-    skipped: tuple[dict[str, Any], ...]  # records of the files left alone (known_indexed among them)
+    skipped: tuple[dict[str, Any], ...]  # records of the files left alone, KNOWN_INDEXED copies among them
 
 
 def refusal(where: str, kind: str, in_place: bool) -> str:
