@@ -10,17 +10,19 @@ from typing import Any
 from urllib.parse import unquote
 
 from pageindex.errors import PageIndexError, UsageError
+from pageindex.index.marker import options_key
 from pageindex.io.discovery import InputFile
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
 from pageindex.table import delta, iceberg
-from pageindex.table.naming import indexed_name
+from pageindex.table.naming import indexed_name, indexed_with, options_tag
 from pageindex.table.replacement import CommitResult, Replacement
 
 DELTA = "delta"
 ICEBERG = "iceberg"
 TABLE_FORMATS = (DELTA,)
 DELETION_VECTOR = "has a deletion vector, which the new file could not carry (left as is)"
+KNOWN_INDEXED = "a copy pageindex indexed with these options, as its name says (not opened)"
 # The table formats discovery detects, by the name a message gives them, and how each is indexed.
 TABLE_NAMES = {DELTA: "Delta", ICEBERG: "Iceberg", "hudi": "Hudi"}
 TABLE_WAYS = {
@@ -42,7 +44,7 @@ class TableRun:
     options: JobOptions  # output = the table root: each copy's `relative` is its path below it
     files: tuple[InputFile, ...]
     planned: dict[str, tuple[Any, str]]  # old URL -> (its log entry, the path the log gets for the copy)
-    skipped: tuple[dict[str, Any], ...]
+    skipped: tuple[dict[str, Any], ...]  # records of the files left alone, KNOWN_INDEXED copies among them
 
 
 def refusal(where: str, kind: str, in_place: bool) -> str:
@@ -86,6 +88,9 @@ def plan(root: str, options: JobOptions) -> TableRun:
         if data.deletion_vector:
             skipped.append(_record(url, data.size, DELETION_VECTOR))
             continue
+        if _known_indexed(data.path, options):
+            skipped.append(_record(url, data.size, KNOWN_INDEXED, Status.ALREADY_INDEXED))
+            continue
         new_path = indexed_name(data.path, data.size, options.truncate_length, options.trust_page_stats,
                                 options.bloom, options.chunk_statistics)
         files.append(InputFile(url, data.size, unquote(new_path)))
@@ -110,6 +115,9 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
         if not entry.path.startswith(root + "/"):
             skipped.append(_record(entry.path, entry.size, f"outside the table location {root} (left as is)"))
             continue
+        if _known_indexed(entry.path, options):
+            skipped.append(_record(entry.path, entry.size, KNOWN_INDEXED, Status.ALREADY_INDEXED))
+            continue
         new_path = indexed_name(entry.path, entry.size, options.truncate_length, options.trust_page_stats,
                                 options.bloom, options.chunk_statistics)
         files.append(InputFile(entry.path, entry.size, new_path[len(root) + 1:]))
@@ -118,9 +126,18 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
                     planned, tuple(skipped))
 
 
-def _record(url: str, size: int, reason: str) -> dict[str, Any]:
+def _known_indexed(path: str, options: JobOptions) -> bool:
+    """Whether the file's name says pageindex wrote it with the options of this run: then
+    opening it would only find it indexed. --force and --verify-existing open it anyway."""
+    if options.force or options.verify_existing:
+        return False
+    return indexed_with(path) == options_tag(options.truncate_length, options.trust_page_stats,
+                                             options.bloom, options.chunk_statistics)
+
+
+def _record(url: str, size: int, reason: str, status: Status = Status.SKIPPED) -> dict[str, Any]:
     """The report record of a file the plan leaves alone (the keys process_file reports)."""
-    return {**failed_record(InputFile(url, size, ""), None, reason), "status": Status.SKIPPED}
+    return {**failed_record(InputFile(url, size, ""), None, reason), "status": status}
 
 
 def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
@@ -152,10 +169,12 @@ def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
     for r in out:
         r.setdefault("table_version", None)
     replaced = sum(r["table_version"] is not None for r in out)
+    known = sum(r["reason"] == KNOWN_INDEXED for r in run.skipped)
     lines = [f"{run.format} table {run.table}: planned at {_VERSION[run.format]} {run.version}, "
              f"{replaced} files replaced, "
              f"{sum(r['status'] == Status.SKIPPED for r in out)} skipped, "
-             f"{sum(r['status'] == Status.CHANGED for r in out)} changed"]
+             f"{sum(r['status'] == Status.CHANGED for r in out)} changed"
+             + (f", {known} known indexed from their names (not opened)" if known else "")]
     lines += [f"  commit {c}" for c in commits] or ["  nothing committed"]
     return out, "\n".join(lines)
 
@@ -164,6 +183,8 @@ _VERSION = {DELTA: "version", ICEBERG: "snapshot"}
 
 
 def _commit(run: TableRun, replacements: list[Replacement]) -> CommitResult:
+    o = run.options
+    key = options_key(o.truncate_length, o.trust_page_stats, o.bloom, o.chunk_statistics)
     if run.format == ICEBERG:
-        return iceberg.commit(run.table, replacements)
-    return delta.commit(run.table, run.options.storage_options, replacements)
+        return iceberg.commit(run.table, replacements, options=key)
+    return delta.commit(run.table, o.storage_options, replacements, options=key)

@@ -185,8 +185,9 @@ def _blocked_by(now: DataFile) -> str | None:
 
 
 def commit(root: str, storage_options: dict[str, Any], replacements: list[Replacement],
-           before_commit: Callable[[int], None] | None = None) -> CommitResult:
-    """Commit one transaction replacing each still-current old file by its indexed copy.
+           before_commit: Callable[[int], None] | None = None, options: str = "") -> CommitResult:
+    """Commit one transaction replacing each still-current old file by its indexed copy; its
+    commitInfo records pageindex's version and `options` (the copies' index.marker.options_key).
 
     delta-rs's own retries committed a replacement next to a concurrent compaction or a second
     replacement of the same file (rows duplicated), so it gets no retries: any concurrent commit
@@ -208,7 +209,8 @@ def commit(root: str, storage_options: dict[str, Any], replacements: list[Replac
         if before_commit is not None:
             before_commit(attempt)
         properties = CommitProperties(max_commit_retries=0,
-                                      custom_metadata={"pageindex": {"version": __version__, "commit": tag}})
+                                      custom_metadata={"pageindex": {"version": __version__, "commit": tag,
+                                                                     "options": options}})
         try:
             table.create_write_transaction(_actions(pending.values()), "append", table.schema(),
                                            list(current.partition_columns), commit_properties=properties)

@@ -122,8 +122,9 @@ def copy_of(data_file: Any, path: str, size: int) -> Any:
 
 
 def commit(name: str, replacements: list[Replacement],
-           before_commit: Callable[[int], None] | None = None) -> CommitResult:
-    """Commit one snapshot replacing each still-current old file by its indexed copy.
+           before_commit: Callable[[int], None] | None = None, options: str = "") -> CommitResult:
+    """Commit one snapshot replacing each still-current old file by its indexed copy; its summary
+    records pageindex's version and `options` (the copies' index.marker.options_key).
 
     pyiceberg 0.12 has no public rewrite (REPLACE) operation, so this is its overwrite producer:
     delete_data_file(old) + append_data_file(copy). Its own retries validate concurrent commits
@@ -137,7 +138,8 @@ def commit(name: str, replacements: list[Replacement],
 
     pending = {r.old.path: r for r in replacements}
     changed: dict[str, str] = {}
-    properties = {SNAPSHOT_PROPERTY: __version__, f"{SNAPSHOT_PROPERTY}.commit": uuid.uuid4().hex}
+    properties = {SNAPSHOT_PROPERTY: __version__, f"{SNAPSHOT_PROPERTY}.commit": uuid.uuid4().hex,
+                  f"{SNAPSHOT_PROPERTY}.options": options}
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = load_table(name)
         current = snapshot(table, name)

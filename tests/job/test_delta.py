@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import struct
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,6 +29,7 @@ from pageindex.table import delta  # noqa: E402
 from pageindex.table.replacement import drop_changed  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
+from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
 NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
@@ -339,3 +341,85 @@ def test_table_needing_writer_features_delta_rs_lacks_is_refused_at_plan_time(tm
         lake.plan(root, JobOptions())
     assert not [p for p in os.listdir(root) if ".pageindex-" in p]  # refused before any copy
     assert DeltaTable(root).version() == 1
+
+
+# --------------------------------------------------------------------------- reruns
+
+def _data_reads(proxy, bucket: str) -> set[str]:
+    """The table-relative paths of the objects a run read (HEAD or GET), its log excluded (the
+    keys as stored: delta-rs keeps a partition value's escapes in the key, as `p=c%20d`)."""
+    prefix = f"/{bucket}/lake/t/"
+    return {unquote(r.path)[len(prefix):] for r in proxy.log
+            if r.operation in ("GetObject", "HeadObject") and unquote(r.path).startswith(prefix)
+            and "/_delta_log/" not in r.path}
+
+
+def test_rerun_after_two_appends_reads_only_the_appended_files(spark, s3_server, s3_bucket, tmp_path):
+    """The rerun of a retrofitted table on S3 knows the copies from their names in the log: it
+    sends no request for them and indexes the files another writer appended since."""
+    spark.sparkContext.environment.update({k: os.environ[k] for k in s3h._ENV})
+    root, options = f"s3://{s3_bucket}/lake/t", s3h.storage_options(s3_server)
+    make_table(root, options)
+    with FaultProxy(s3_server) as proxy:
+        def run_job(report):
+            assert main(["--input", root, "--in-place", "--s3-endpoint-url", proxy.endpoint,
+                         "--report", str(report)], spark=spark) == 0
+            return {r["path"].removeprefix(f"{root}/"): r
+                    for r in map(json.loads, report.read_text().splitlines())}
+
+        first = run_job(tmp_path / "first.jsonl")
+        assert {r["status"] for r in first.values()} == {Status.INDEXED}
+        copies = {unquote(p) for p in delta.snapshot(DeltaTable(root, storage_options=_delta(options)),
+                                                     root, options).files}
+        for first_row in (9000, 9500):  # another writer's two appends
+            write_deltalake(root, _rows(first_row, 300), mode="append", partition_by=["p"],
+                            writer_properties=NO_COLUMN_INDEX, storage_options=_delta(options))
+        appended = {unquote(p) for p in delta.snapshot(DeltaTable(root, storage_options=_delta(options)),
+                                                       root, options).files} - copies
+        assert len(appended) == 6 and copies
+        expected = rows(root, options=options)
+        proxy.reset()
+        second = run_job(tmp_path / "second.jsonl")
+        assert _data_reads(proxy, s3_bucket) == appended  # not one request for a copy
+    assert set(second) == copies | appended
+    for path in copies:
+        assert second[path]["status"] == Status.ALREADY_INDEXED
+        assert second[path]["reason"] == lake.KNOWN_INDEXED and second[path]["bytes_read"] == 0
+    for path in appended:
+        assert second[path]["status"] == Status.INDEXED and second[path]["table_version"] is not None
+    assert rows(root, options=options) == expected
+    assert_indexed(root, options)
+
+
+def _plan_and_commit(root: str, **options):
+    run = lake.plan(root, JobOptions(**options))
+    records = [process_file(f, run.options) for f in run.files]
+    return run, lake.commit_run(run, records, 1000)
+
+
+def test_other_options_force_and_verify_open_the_copies(tmp_path):
+    """Copies named for other options are opened (and found indexed); --force rebuilds them and
+    --verify-existing checks them, so both open them whatever their names say. The names are
+    read from a checkpoint as well as from commits."""
+    root = str(tmp_path / "t")
+    make_table(root)
+    _plan_and_commit(root)
+    expected, version = rows(root), DeltaTable(root).version()
+    [info] = [a["commitInfo"] for a in log_actions(root, version) if "commitInfo" in a]
+    assert info["pageindex"]["options"] == "truncate_length=64"
+    DeltaTable(root).create_checkpoint()  # the names survive in the checkpoint
+    run, (out, text) = _plan_and_commit(root)
+    assert not run.files and {r["reason"] for r in out} == {lake.KNOWN_INDEXED}
+    assert f"{len(out)} known indexed from their names (not opened)" in text
+    run, (out, _) = _plan_and_commit(root, truncate_length=16)
+    assert len(run.files) == len(out) and not run.skipped
+    assert {r["status"] for r in out} == {Status.ALREADY_INDEXED} and all(r["bytes_read"] for r in out)
+    run, (out, _) = _plan_and_commit(root, verify_existing=True)
+    assert len(run.files) == len(out) and {r["status"] for r in out} == {Status.ALREADY_INDEXED}
+    assert DeltaTable(root).version() == version
+    run, (out, _) = _plan_and_commit(root, force=True)
+    assert len(run.files) == len(out) and {r["status"] for r in out} == {Status.INDEXED}
+    assert DeltaTable(root).version() == version + 1
+    assert rows(root) == expected
+    run, (out, _) = _plan_and_commit(root)  # the forced copies are named for the default options
+    assert not run.files and {r["reason"] for r in out} == {lake.KNOWN_INDEXED}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +42,7 @@ from pageindex.table import iceberg  # noqa: E402
 from pageindex.table.replacement import Replacement  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
+from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 
 NAME = "lake.db.t"
 
@@ -147,6 +149,55 @@ def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
     for snapshot_id, expected in before.items():
         assert rows(snapshot_id) == expected
     assert retrofit_table(options=options)[2].version is None
+
+
+def _job_steps(options: dict) -> dict[str, dict]:
+    """The job's steps without Spark: plan, write copies, commit; the records by path."""
+    run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options))
+    records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    return {r["path"]: r for r in records}
+
+
+def test_rerun_after_two_appends_reads_only_the_appended_files(s3_server, s3_bucket, tmp_path, monkeypatch):
+    """On S3, the catalog and the job both behind the counting proxy: the rerun knows the copies
+    from their names in the manifests, sends no request for them, and indexes the appended files."""
+    with FaultProxy(s3_server) as proxy:
+        s3_table(monkeypatch, tmp_path, proxy.endpoint, s3_bucket)
+        options = s3h.storage_options(proxy.endpoint)
+        assert {r["status"] for r in _job_steps(options).values()} == {Status.INDEXED}
+        copies = {task.file.file_path for task in load().scan().plan_files()}
+        load().append(_rows(9000, 300))  # another writer's two appends
+        load().append(_rows(9500, 300))
+        appended = {task.file.file_path for task in load().scan().plan_files()} - copies
+        assert len(appended) == 6 and copies
+        expected = rows()
+        proxy.reset()
+        second = _job_steps(options)
+        read = {f"s3:/{unquote(r.path)}" for r in proxy.log
+                if r.operation in ("GetObject", "HeadObject") and r.path.endswith(".parquet")}
+        assert read == appended  # not one request for a copy
+        assert set(second) == copies | appended
+        for path in copies:
+            assert second[path]["status"] == Status.ALREADY_INDEXED
+            assert second[path]["reason"] == lake.KNOWN_INDEXED and second[path]["bytes_read"] == 0
+        for path in appended:
+            assert second[path]["status"] == Status.INDEXED and second[path]["table_version"] is not None
+        assert rows() == expected
+        assert_indexed(options)
+
+
+def test_other_options_and_force_open_the_copies(table):
+    _job_steps({})
+    expected, snapshot = rows(), load().current_snapshot().snapshot_id
+    assert load().current_snapshot().summary["pageindex.options"] == "truncate_length=64"
+    assert {r["reason"] for r in _job_steps({}).values()} == {lake.KNOWN_INDEXED}
+    run = lake.plan_iceberg(NAME, True, JobOptions(trust_page_stats=True))
+    assert len(run.files) > 3 and not run.skipped
+    run = lake.plan_iceberg(NAME, True, JobOptions(force=True))
+    records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    assert len(records) == len(run.files) and {r["status"] for r in records} == {Status.INDEXED}
+    assert load().current_snapshot().snapshot_id != snapshot
+    assert rows() == expected
 
 
 def test_job_commits_in_batches(spark, table, tmp_path):

@@ -1,0 +1,1 @@
+"""Tests of pageindex.table: what the table formats share (names of indexed copies)."""
