@@ -24,15 +24,23 @@ def marker_value(version: str, truncate_length: int, trust_page_stats: bool = Fa
     written, so such files keep the bytes they had. original_length: where the file as it was
     before any retrofit ends (its own footer kept), so that a rerun replaces only what follows.
     chunk_statistics=False (statistics left untouched) is written as chunk_statistics=kept."""
-    fields = [f"version={version}", f"truncate_length={truncate_length}"]
+    fields = [f"version={version}", options_key(truncate_length, trust_page_stats, bloom, chunk_statistics)]
+    if original_length is not None:
+        fields.append(f"{ORIGINAL_LENGTH}={original_length}")
+    return ";".join(fields)
+
+
+def options_key(truncate_length: int, trust_page_stats: bool = False, bloom: BloomOptions = BloomOptions(),
+                chunk_statistics: bool = True) -> str:
+    """The options that shape an index, as the marker writes them: two runs with the same key
+    build the same index from the same file (the run state compares it, job.state)."""
+    fields = [f"truncate_length={truncate_length}"]
     if trust_page_stats:
         fields.append("trust_page_stats=true")
     if bloom.columns != NONE:
         fields += [f"bloom_filter={_bloom_spec(bloom)}", f"bloom_fpp={bloom.fpp!r}", f"bloom_max_bytes={bloom.max_bytes}"]
     if not chunk_statistics:
         fields.append("chunk_statistics=kept")
-    if original_length is not None:
-        fields.append(f"{ORIGINAL_LENGTH}={original_length}")
     return ";".join(fields)
 
 

@@ -29,6 +29,7 @@ from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
 from pageindex.job.report import format_size, summary, summary_document, write_report, write_summary_json
+from pageindex.job.state import RunState
 from pageindex.job.tasks import pack
 from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stops_cleanly
@@ -97,11 +98,21 @@ def run(config: JobConfig, spark: Any) -> int:
         found = _discover(config, table)
         check_modes(found, config.in_place, (table.name, table.provider) if table else None)
         files = list(found.files)
+    elif config.state:
+        raise UsageError(f"--state applies to plain files, not to the table at {inputs[0]}: its log "
+                         "already says which files are new")
     else:
         files, options = list(planned.files), planned.options
+    state = RunState(config.state, config.storage_options, inputs, options) if config.state else None
+    unchanged: list[dict[str, Any]] = []
+    if state is not None:
+        todo, unchanged = state.split([(f, output_url(f, options)) for f in files])
+        files = [f for f, _ in todo]
     if table is not None:
         where = (f"in {_count(len(table.partitions), 'partition')} of table {table.name}"
                  if table.partitions is not None else f"in table {table.name}")
+    if unchanged:
+        log.warning("%s unchanged since the state recorded them: not opened", _count(len(unchanged), "file"))
     log.warning("found %s (%d bytes) %s", _count(len(files), "file"), sum(f.size for f in files), where)
     records = _run_on_spark(spark, files, options, config.target_task_bytes,
                             config.progress_seconds) if files else []
@@ -113,6 +124,15 @@ def run(config: JobConfig, spark: Any) -> int:
         spark.catalog.refreshTable(table.name)
     failed = [r.get("retryable", False) for r in records if r["status"] == Status.FAILED]
     code = failures_exit_code(failed, config.max_failures)
+    if state is not None:
+        state.decide_all(records)
+        try:
+            with storage_errors("write the state", config.state):
+                state.save()
+        except PageIndexError as err:
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+            code = combined_exit_code([code, exit_code(err)])
+        records = sorted(records + unchanged, key=lambda r: r["path"])
     report, report_error = config.report, None
     if report:
         try:
