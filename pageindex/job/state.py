@@ -227,6 +227,6 @@ def _below(path: str, root: str) -> bool:
 
 def _unchanged_record(file: InputFile, output: str | None, entry: Entry) -> dict[str, Any]:
     """The report record of a file the state settles: not opened, nothing read."""
-    return {**failed_record(file, None, f"listed as on {entry.decided_at:%Y-%m-%d %H:%M:%S} UTC, when "
-                                        f"it was {entry.status}"),
+    return {**failed_record(file, None, f"listed as the state recorded it on "
+                                        f"{entry.decided_at:%Y-%m-%d %H:%M:%S} UTC: {entry.status}"),
             "status": Status.UNCHANGED, "output": output, "bytes_out": file.size}
