@@ -103,17 +103,16 @@ def run(config: JobConfig, spark: Any) -> int:
                          "already says which files are new")
     else:
         files, options = list(planned.files), planned.options
+    if table is not None:
+        where = (f"in {_count(len(table.partitions), 'partition')} of table {table.name}"
+                 if table.partitions is not None else f"in table {table.name}")
+    log.warning("found %s (%d bytes) %s", _count(len(files), "file"), sum(f.size for f in files), where)
     state = RunState(config.state, config.storage_options, inputs, options) if config.state else None
     unchanged: list[dict[str, Any]] = []
     if state is not None:
         todo, unchanged = state.split([(f, output_url(f, options)) for f in files])
         files = [f for f, _ in todo]
-    if table is not None:
-        where = (f"in {_count(len(table.partitions), 'partition')} of table {table.name}"
-                 if table.partitions is not None else f"in table {table.name}")
-    if unchanged:
-        log.warning("%s unchanged since the state recorded them: not opened", _count(len(unchanged), "file"))
-    log.warning("found %s (%d bytes) %s", _count(len(files), "file"), sum(f.size for f in files), where)
+        log.warning("%d of them unchanged since the state recorded them: not opened", len(unchanged))
     records = _run_on_spark(spark, files, options, config.target_task_bytes,
                             config.progress_seconds) if files else []
     commits = None
@@ -206,6 +205,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         config = JobConfig.from_argv(argv)
         check_report_path(config.report, config.storage_options)
         check_report_path(config.summary_json, config.storage_options, "the summary")
+        check_report_path(config.state, config.storage_options, "the state")
         if spark is None:
             spark = _start_session(config, master)
         else:

@@ -142,6 +142,7 @@ class RunState:
                  options: JobOptions) -> None:
         self.url, self.storage_options = url, storage_options
         self.previous = read_state(url, storage_options)
+        self._found = bool(self.previous)  # else written at the end even when nothing is decided
         self.roots = tuple(input_root(raw, storage_options) for raw in inputs)
         self.key = run_key(options)
         # --force and --verify-existing ask for every file to be opened; their outcomes are saved.
@@ -218,7 +219,8 @@ class RunState:
             return
         kept = {path: e for path, e in self.previous.items()
                 if path in self.listed or not any(_below(path, root) for root in self.roots)}
-        write_state({**kept, **self.decided}.values(), self.url, self.storage_options)
+        if self.decided or len(kept) < len(self.previous) or not self._found:
+            write_state({**kept, **self.decided}.values(), self.url, self.storage_options)
 
 
 def _below(path: str, root: str) -> bool:

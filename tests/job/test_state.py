@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex import cli
+from pageindex.job.config import check_argv
 from pageindex.job.state import STATE_SCHEMA, Entry, read_state, state_table, write_state
 from tests.helpers.paths import REPO_ROOT
 
@@ -201,3 +202,13 @@ def test_crash_leaves_a_readable_state(tmp_path, signal_name, checkpoint_files, 
     assert code_after == 0
     assert {p for p, r in records.items() if r["status"] == "unchanged"} >= first_three
     assert {r["status"] for r in records.values()} <= {"unchanged", "indexed", "already_indexed"}
+
+
+@pytest.mark.parametrize("argv", [
+    ["--input", "/lake/t", "--in-place", "--table-format", "delta"],
+    ["--iceberg-table", "c.ns.t", "--in-place"],
+])
+def test_job_refuses_a_state_for_table_formats(argv, capsys):
+    assert check_argv([*argv, "--state", "/state.parquet"]) == 2
+    assert "--state applies to plain files" in capsys.readouterr().err
+    assert check_argv(["--input", "/lake", "--in-place", "--state", "/state.parquet"]) == 0
