@@ -108,7 +108,7 @@ def test_discover_partition_of_delta_table(tmp_path):
     f = touch(delta / "day=1" / "part-0.parquet")
     found = discover([str(delta / "day=1")])
     assert found.table_formats == ((str(delta / "day=1"), "delta"),)
-    assert found.files == (InputFile(str(f), 4, "part-0.parquet"),)
+    assert found.files == (InputFile(str(f), 4, "part-0.parquet", str(f.stat().st_mtime_ns)),)
     found = discover([str(f)])  # a single data file of the table
     assert [kind for _, kind in found.table_formats] == ["delta"]
 
