@@ -135,6 +135,23 @@ def write_state(entries: Iterable[Entry], url: str, storage_options: dict[str, A
                 os.unlink(tmp)
 
 
+# The fields of a record the state takes (RunState.decide): what the job's tasks send to the driver
+# as they end, for its checkpoints.
+DECISION_FIELDS = ("path", "status", "bytes_out", "version")
+
+
+class Decisions:
+    """A Spark AccumulatorParam of decided records by path (the job's checkpoints): merged as
+    tasks end, a retried task's records replacing its earlier attempt's."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value: dict, more: dict) -> dict:  # noqa: N802 - Spark's name
+        value.update(more)
+        return value
+
+
 class RunState:
     """The state of one run: the previous decisions it skips by, and the new ones it saves."""
 
@@ -181,8 +198,12 @@ class RunState:
     def decide(self, record: dict[str, Any]) -> None:
         """Take a processed file's record; write the state when a checkpoint is due."""
         self.decide_all([record])
-        if self._since_saved >= CHECKPOINT_FILES or time.monotonic() - self._saved_at >= CHECKPOINT_SECONDS:
+        if self.due():
             self.checkpoint()
+
+    def due(self) -> bool:
+        """Whether CHECKPOINT_FILES decisions or CHECKPOINT_SECONDS have passed since the last write."""
+        return self._since_saved >= CHECKPOINT_FILES or time.monotonic() - self._saved_at >= CHECKPOINT_SECONDS
 
     def decide_all(self, records: Iterable[dict[str, Any]]) -> None:
         """Take processed files' records, writing nothing yet."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -146,3 +147,41 @@ def test_changed_object_of_the_same_size_is_opened(lake, tmp_path):
     assert second[f"s3://{bucket}/{keys[1]}"]["status"] == "unchanged"
     assert second[f"s3://{bucket}/{keys[0]}"]["status"] != "unchanged"
     assert _touched(proxy, bucket, {keys[0]}) and not _touched(proxy, bucket, {keys[1]})
+
+
+def test_job_checkpoints_the_state_as_tasks_end(lake, spark, tmp_path, monkeypatch):
+    """The last file's first request is held until the state on the server already records the
+    three files before it: the job wrote it while that file's task was still running."""
+    bucket, client, proxy = lake
+    keys = [f"ck/f{i}.parquet" for i in range(4)]
+    for key in keys:
+        client.put_object(Bucket=bucket, Key=key, Body=_parquet(2_000, 4))
+    state = f"s3://{bucket}/state/ck.parquet"
+    monkeypatch.setattr("pageindex.job.state.CHECKPOINT_SECONDS", 0.0)
+    seen: list[set[str]] = []
+
+    def recorded() -> set[str]:
+        try:
+            body = client.get_object(Bucket=bucket, Key="state/ck.parquet")["Body"].read()
+        except client.exceptions.NoSuchKey:
+            return set()
+        return set(pq.read_table(io.BytesIO(body)).column("path").to_pylist())
+
+    def hold_the_last(request):
+        if unquote(request.path) == f"/{bucket}/{keys[-1]}" and not seen:
+            deadline = time.monotonic() + 120  # a safeguard: without checkpoints this never fills
+            while len(recorded()) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.append(recorded())
+        return "forward"
+
+    keys_env = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_EC2_METADATA_DISABLED")
+    spark.sparkContext.environment.update({k: os.environ[k] for k in keys_env})
+    proxy.reset(hold_the_last)
+    code = job_main(["--input", f"s3://{bucket}/ck", "--in-place", "--s3-endpoint-url", proxy.endpoint,
+                     "--target-task-bytes", "1", "--progress-seconds", "0.05", "--state", state,
+                     "--report", str(tmp_path / "r.jsonl")], spark=spark)
+    assert code == 0
+    assert seen == [{f"s3://{bucket}/{k}" for k in keys[:3]}]
+    assert recorded() == {f"s3://{bucket}/{k}" for k in keys}
