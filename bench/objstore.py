@@ -221,13 +221,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--kinds", default=",".join(KINDS), help='datasets ("": the Spark job part only)')
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--job-files", type=int, default=48,
                         help="small files for the Spark job part (0: skip it, and Spark)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON (bench/run.py reads it)")
     args = parser.parse_args(argv)
-    results = run(args.latency_ms, args.rounds, [KINDS[k] for k in args.kinds.split(",")], args.tools.split(","),
+    results = run(args.latency_ms, args.rounds, [KINDS[k] for k in args.kinds.split(",") if k], args.tools.split(","),
                   args.job_files)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))

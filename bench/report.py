@@ -416,16 +416,18 @@ def _in_place_rows(rows: list[dict]) -> list[str]:
 def _job_rows(job: dict) -> list[str]:
     """The Spark job over a directory of small files: files per second and requests per file."""
     out = [f"The Spark job ({job['master']}) over {job['files']} files of {job['file_bytes'] / 1024:.0f} KiB, "
-           f"median of {job['rounds']} rounds (requests include the driver's listing):", "",
-           "| job run | files/s | seconds (min-max) | requests | per file | by operation | statuses |",
-           "|---|---:|---:|---:|---:|---|---|"]
+           f"median of {job['rounds']} rounds (requests include the driver's listing and the run "
+           "state's reads and writes; \"naming a file\": requests for the files' own objects, per file):", "",
+           "| job run | files/s | seconds (min-max) | requests | per file | naming a file | by operation | statuses |",
+           "|---|---:|---:|---:|---:|---:|---|---|"]
     for mode, run in job["runs"].items():
         total = sum(run["requests"].values())
         low, high = job["spread"][mode]
         ops = ", ".join(f"{op} {n}" for op, n in sorted(run["requests"].items()))
         statuses = ", ".join(f"{s} {n}" for s, n in sorted(run["statuses"].items()))
+        naming = f"{run['file_requests'] / job['files']:.1f}" if "file_requests" in run else "-"
         out.append(f"| {mode} | {job['files'] / run['seconds']:.1f} | {run['seconds']:.2f} ({low:.2f}-{high:.2f}) "
-                   f"| {total} | {total / job['files']:.1f} | {ops} | {statuses} |")
+                   f"| {total} | {total / job['files']:.1f} | {naming} | {ops} | {statuses} |")
     return out + [""]
 
 

@@ -48,6 +48,7 @@ from pageindex.job.process import (
 from pageindex.job.preflight import check_report_path
 from pageindex.job.report import summary, write_report
 from pageindex.job.report_summary import read_report, report_urls, summarise
+from pageindex.job.state import RunState, add_state_argument
 from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
@@ -97,27 +98,42 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     started = time.monotonic()
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
     check_report_path(args.report, args.storage_options)
+    check_report_path(args.state, args.storage_options, "the state")
     options = index_options(args, copy_unchanged=args.copy_unchanged, storage_options=args.storage_options)
+    state = RunState(args.state, args.storage_options, args.paths, options) if args.state else None
+    records, targets = _unchanged(state, targets, args.json)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
                         enabled=len(targets) > 1)
-    records = []
     progress.draw()
-    for target, record in _processed(targets, options, args.jobs):
-        if target.named and record["status"] == Status.SKIPPED:
-            record.update(status=Status.FAILED, reason=f"{NotParquetError.__name__}: {record['reason']}")
-        records.append(record)
-        progress.clear()
-        if record["status"] in NOT_DONE:
-            print(f"pageindex: error: {describe(record)}", file=sys.stderr)
-        elif not args.json:
-            print(describe(record), flush=True)
-        progress.advance(target.file.size)
+    try:
+        for target, record in _processed(targets, options, args.jobs):
+            if target.named and record["status"] == Status.SKIPPED:
+                record.update(status=Status.FAILED, reason=f"{NotParquetError.__name__}: {record['reason']}")
+            records.append(record)
+            if state is not None:
+                state.decide(record)
+            progress.clear()
+            if record["status"] in NOT_DONE:
+                print(f"pageindex: error: {describe(record)}", file=sys.stderr)
+            elif not args.json:
+                print(describe(record), flush=True)
+            progress.advance(target.file.size)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: what was decided is kept for the next run
+        if state is not None:
+            state.checkpoint()
+        raise
     progress.clear()
     records.sort(key=lambda r: r["path"])
     if args.json:
         for record in records:
             print_json_line(record)
     code = failures_exit_code(r.get("retryable", False) for r in records if r["status"] in NOT_DONE)
+    if state is not None:
+        try:
+            state.save()
+        except PageIndexError as err:
+            print_error(err, False)
+            code = combined_exit_code([code, exit_code(err)])
     report = None
     if args.report:  # written before the summary, which then says where it went
         try:
@@ -133,6 +149,24 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     elif report is not None and not args.json:
         print(f"  report {report}")
     return code
+
+
+def _unchanged(state: RunState | None, targets: list[Target], as_json: bool
+               ) -> tuple[list[dict], list[Target]]:
+    """The records of the targets the state settles (printed unless as JSON, which comes at the
+    end), and the targets left to process."""
+    if state is None:
+        return [], targets
+    records, left = [], []
+    for target in targets:
+        record = state.skip(target.file, target.output)
+        if record is None:
+            left.append(target)
+            continue
+        records.append(record)
+        if not as_json:
+            print(describe(record))
+    return records, left
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -312,6 +346,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--report", metavar="PATH",
                    help="also write the per-file records here: Parquet if PATH ends in .parquet, "
                         "else JSON lines (as the Spark job's --report)")
+    add_state_argument(r)
     r.set_defaults(run=_cmd_retrofit, subparser=r)
 
     i = sub.add_parser("inspect", parents=[storage], epilog=EXIT_CODES,

@@ -44,7 +44,8 @@ __all__ = ["ChunkReport", "NoSkipping", "RetrofitResult", "Status", "Violation",
 class Status(StrEnum):
     """A file's outcome. retrofit gives the first five (REPAIRED: its existing index was wrong and
     is rebuilt; REPAIR_NEEDED: the same, found by a dry run); the job gives the others to files
-    it skipped (not Parquet), found changed while processed, or failed on."""
+    it skipped (not Parquet), found changed while processed, or failed on, and UNCHANGED to
+    files not opened because they are listed as a run state recorded them (--state)."""
 
     INDEXED = "indexed"
     ALREADY_INDEXED = "already_indexed"
@@ -54,6 +55,7 @@ class Status(StrEnum):
     SKIPPED = "skipped"
     CHANGED = "changed"
     FAILED = "failed"
+    UNCHANGED = "unchanged"
 
 
 class NoSkipping(StrEnum):
@@ -78,6 +80,8 @@ class RetrofitResult:
     violations: tuple[Violation, ...] = field(default_factory=tuple)  # what was wrong in the index repaired
     copy_bytes_read: int = 0  # of bytes_read, those read to copy the prefix for the commit
     notes: tuple[str, ...] = ()  # what the run did not do as asked, e.g. a named column the file lacks
+    # The written file's version as a listing gives it (S3 ETag, local mtime in ns), where known.
+    written_version: str | None = None
 
     @property
     def pages(self) -> int:
@@ -197,14 +201,14 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             reports = _with_statistics_reported(footer, reports, statistics)
             marker = marker_value(__version__, truncate_length, trust_page_stats, bloom, kept.length, chunk_statistics)
             tail = build_tail(footer, indexes, marker, kept.length, {k: v.stats for k, v in statistics.items()})
-            if pending is not None:
-                pending.finish(tail)
+            written = None if pending is None else pending.finish(tail)
         if violations:
             status = Status.REPAIR_NEEDED if dry_run else Status.REPAIRED
         else:
             status = Status.DRY_RUN if dry_run else Status.INDEXED
-        return _result(src, None if dry_run else dst or src, status, source, footer,
-                       kept.length + len(tail), tuple(reports), started, violations, chosen.notes)
+        return replace(_result(src, None if dry_run else dst or src, status, source, footer,
+                               kept.length + len(tail), tuple(reports), started, violations, chosen.notes),
+                       written_version=written)
 
 
 def _with_statistics_reported(footer: Footer, reports: list[ChunkReport],

@@ -40,7 +40,7 @@ RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", 
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
                  "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds",
                  "index_bytes_read", "copy_bytes_read", "no_page_skipping", "page_stats_fallback_reasons",
-                 "notes", "retryable", "chunk_statistics"}
+                 "notes", "retryable", "chunk_statistics", "version"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
@@ -122,6 +122,7 @@ def test_retrofit_json(files, tmp_path):
     assert doc["path"] == str(files.src) and doc["output"] == str(out)
     assert doc["bytes_in"] == files.src.stat().st_size
     assert doc["bytes_out"] == out.stat().st_size
+    assert doc["version"] == str(files.src.stat().st_mtime_ns)  # the input, left as it was
     assert doc["row_groups"] == 1 and doc["pages"] == 6 * PAGES
     assert doc["chunks_with_column_index"] == 6 and doc["chunks_without_column_index"] == 0
     assert doc["chunks_from_page_stats"] == 0 and doc["without_column_index_reasons"] == {}

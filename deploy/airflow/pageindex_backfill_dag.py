@@ -116,6 +116,9 @@ def _run_params() -> dict[str, Param]:
         "s3_endpoint_url": Param(None, type=["null", "string"], description="S3-compatible endpoint"),
         "report_prefix": Param(None, type=["null", "string"],
                                description="Overrides Variable pageindex_report_prefix for this run"),
+        "state": Param(None, type=["null", "string"],
+                       description="The run state (--state), one per source: files listed as it "
+                                   "recorded them are not opened"),
         "extra_args": Param([], type="array", items={"type": "string"},
                             description="Further job arguments, appended verbatim"),
         "spark_conf": Param({}, type="object", additionalProperties={"type": "string"},
@@ -224,6 +227,11 @@ def params_to_args(params: Mapping[str, Any]) -> list[str]:
         args.append("--force")
     if params.get("s3_endpoint_url"):
         args += ["--s3-endpoint-url", str(params["s3_endpoint_url"])]
+    if params.get("state"):
+        if given[0] in ("delta_table", "iceberg_table"):
+            raise ValueError(f"state applies to input_paths and table, not {given[0]} (its log says "
+                             "which files are new)")
+        args += ["--state", str(params["state"])]
     args += ["--max-failures", str(params.get("max_failures", 0)),
              "--target-task-bytes", str(params.get("target_task_bytes", "256m")),
              "--progress-seconds", "60"]

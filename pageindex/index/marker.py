@@ -33,7 +33,8 @@ def marker_value(version: str, truncate_length: int, trust_page_stats: bool = Fa
 def options_key(truncate_length: int, trust_page_stats: bool = False, bloom: BloomOptions = BloomOptions(),
                 chunk_statistics: bool = True) -> str:
     """The options that shape an index, as the marker writes them (without the version and the
-    original length): two runs with equal keys build the same index from the same file."""
+    original length): two runs with equal keys build the same index from the same file (the run
+    state and a table copy's name compare it: job.state, table.naming)."""
     fields = [f"truncate_length={truncate_length}"]
     if trust_page_stats:
         fields.append("trust_page_stats=true")

@@ -221,11 +221,13 @@ class PendingCommit:
     def __init__(self, source: Source, prefix_length: int, dst: str, dst_fs: Any) -> None:
         self.source, self.prefix_length, self.dst, self.dst_fs = source, prefix_length, dst, dst_fs
 
-    def finish(self, tail: bytes) -> None:
+    def finish(self, tail: bytes) -> str | None:
+        """Write the file; its version as a listing will give it (the ETag S3 answered the write
+        with, a local file's mtime in nanoseconds), None where the store did not say."""
         if is_s3(self.dst_fs) and is_s3(self.source.fs):
-            _commit_s3(self.source, self.prefix_length, tail, self.dst, self.dst_fs)
-        else:
-            _commit_remote(self.source, self.prefix_length, tail, self.dst, self.dst_fs)
+            return _commit_s3(self.source, self.prefix_length, tail, self.dst, self.dst_fs)
+        _commit_remote(self.source, self.prefix_length, tail, self.dst, self.dst_fs)
+        return None
 
     def abort(self) -> None:
         """Nothing was written before finish()."""
@@ -273,7 +275,7 @@ class _LocalCommit(PendingCommit):
         except BaseException as err:  # noqa: BLE001 - re-raised by finish() in the caller's thread
             self._error = err
 
-    def finish(self, tail: bytes) -> None:
+    def finish(self, tail: bytes) -> str | None:
         try:
             if self._copier is None:
                 _copy_prefix(self.source, self.out, self.prefix_length)
@@ -284,6 +286,8 @@ class _LocalCommit(PendingCommit):
             self.out.write(tail)
             self.out.flush()
             os.fsync(self.out.fileno())
+            # Renames and chmod keep it: the version the next listing gives, taken from our own file.
+            written = str(os.fstat(self.out.fileno()).st_mtime_ns)
             self.out.close()
             if self.in_place:
                 # The replacement keeps the original's permissions, not the umask's.
@@ -296,6 +300,7 @@ class _LocalCommit(PendingCommit):
                     os.replace(self.tmp, self.dst)
                 temporaries.forget(self.tmp)
             _fsync_dir(self.parent)
+            return written
         except BaseException:
             self.abort()
             # An immutable file (chattr +i), a full disk, a directory in the file's place: a
@@ -394,16 +399,18 @@ S3_MIN_PART = 5 << 20
 S3_MAX_PART = 5 << 30
 
 
-def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any) -> None:
-    """The object appears whole at CompleteMultipartUpload; the prefix never leaves S3."""
+def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: Any) -> str | None:
+    """The object appears whole at CompleteMultipartUpload; the prefix never leaves S3. Returns
+    the new object's ETag, as the store answered the write."""
     bucket, key = fs.split_path(dst)[:2]
     etag = source.version.etag
     if prefix_length < S3_MIN_PART or etag is None:
         # Too small for a copied part: one PUT of the (small) object.
         body = source.read(0, prefix_length, COPY) + tail
         check_unchanged(source)
-        _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
-        return
+        put = _s3_call(fs, dst, "put_object", Bucket=bucket, Key=key, Body=body)
+        fs.invalidate_cache(dst)
+        return put.get("ETag")
     src_bucket, src_key = fs.split_path(source.path)[:2]
     upload = _s3_call(fs, dst, "create_multipart_upload", Bucket=bucket, Key=key)["UploadId"]
     try:
@@ -422,8 +429,8 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
                         PartNumber=len(parts) + 1, Body=tail)
         parts.append({"PartNumber": len(parts) + 1, "ETag": sent["ETag"]})
         check_unchanged(source)
-        _s3_call(fs, dst, "complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
-                 MultipartUpload={"Parts": parts})
+        done = _s3_call(fs, dst, "complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+                        MultipartUpload={"Parts": parts})
     except BaseException:
         try:
             fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
@@ -431,6 +438,7 @@ def _commit_s3(source: Source, prefix_length: int, tail: bytes, dst: str, fs: An
             pass  # the bucket's lifecycle rule, or a later run that finds the object indexed, removes it
         raise
     fs.invalidate_cache(dst)
+    return done.get("ETag")
 
 
 def _s3_call(fs: Any, path: str, method: str, **kwargs: Any) -> dict:

@@ -26,6 +26,9 @@ class InputFile:
     url: str
     size: int
     relative: str  # path below the input root, used to mirror the tree under --output
+    # What the listing says identifies these bytes: the S3 ETag, a local file's mtime in
+    # nanoseconds; None where the store gives neither (the state then never skips the file).
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ def _visible(entries: dict[str, dict], path: str) -> dict[str, dict]:
 
 # The key of a local listing's entries holding the file's (device, inode): its identity.
 _REAL = "pageindex_real"
+# The key of a local listing's entries holding the file's mtime in nanoseconds: its version.
+_MTIME_NS = "pageindex_mtime_ns"
 log = logging.getLogger("pageindex.io")
 
 
@@ -150,7 +155,24 @@ def _walk(directory: str, ancestors: list[tuple[int, int]], out: dict[str, dict]
             _walk(name, ancestors + [identity], out, cycles)
         else:
             kind = "file" if stat.S_ISREG(st.st_mode) else "other"
-            out[name] = {"name": name, "size": st.st_size, "type": kind, _REAL: identity}
+            out[name] = {"name": name, "size": st.st_size, "type": kind, _REAL: identity,
+                         _MTIME_NS: st.st_mtime_ns}
+
+
+def listed_version(fs: Any, name: str, info: dict) -> str | None:
+    """The version a listing entry gives: the ETag of an object store, a local file's mtime in
+    nanoseconds (stat through links, when the entry lacks it), else None."""
+    etag = info.get("ETag") or info.get("etag")
+    if etag:
+        return str(etag)
+    if _MTIME_NS in info:
+        return str(info[_MTIME_NS])
+    if isinstance(fs, LocalFileSystem):
+        try:
+            return str(os.stat(name).st_mtime_ns)
+        except OSError:
+            return None
+    return None
 
 
 def table_format(fs: Any, path: str) -> str | None:
@@ -168,6 +190,13 @@ def table_format(fs: Any, path: str) -> str | None:
             break
         current = parent
     return None
+
+
+def input_root(raw: str, storage_options: dict[str, Any] | None = None) -> str:
+    """What the URL of every file discover() lists under input `raw` starts with (a glob's
+    directory above its first wildcard)."""
+    fs, path = resolve(raw, storage_options=storage_options or {})
+    return _with_protocol(fs, glob_root(path) if any(c in path for c in "*?[") else path, raw)
 
 
 def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -> Discovery:
@@ -226,7 +255,8 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None
         if not fs.isdir(path):
             info = fs.info(path)
             relative = path[len(glob_base):].strip("/") if glob_base else posixpath.basename(path)
-            return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative)], []
+            return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative,
+                              listed_version(fs, path, info))], []
         entries = find(fs, path)
     except FileNotFoundError:
         raise MissingInputError("input does not exist", path=like) from None
@@ -234,5 +264,6 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None
     out = []
     for name, info in _visible(entries, path).items():
         relative = name[len(base):] if name.startswith(base) else posixpath.basename(name)
-        out.append(InputFile(_with_protocol(fs, name, like), int(info["size"]), relative))
+        out.append(InputFile(_with_protocol(fs, name, like), int(info["size"]), relative,
+                             listed_version(fs, name, info)))
     return out, _formats_below(path.rstrip("/"), list(entries))

@@ -5,7 +5,7 @@ A partitioned table is read as Spark reads it: the files of each partition the c
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -181,7 +181,7 @@ def table_files(table: CatalogTable, storage_options: dict[str, Any]) -> Discove
         found = _discover_or_empty(part.location, storage_options)
         formats += found.table_formats
         for f in found.files:
-            files.setdefault(f.url, InputFile(f.url, f.size, posixpath.join(part.spec_path, f.relative)))
+            files.setdefault(f.url, replace(f, relative=posixpath.join(part.spec_path, f.relative)))
     return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
 
 

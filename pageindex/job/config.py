@@ -13,6 +13,7 @@ from pageindex.errors import EXIT_OK, EXIT_USAGE, UsageError
 from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
 from pageindex.job import lake
 from pageindex.job.process import JobOptions, add_index_arguments, check_bloom_arguments, index_options
+from pageindex.job.state import add_state_argument
 from pageindex.job.tasks import parse_size
 
 PROG = "pageindex-job"
@@ -66,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
                    help="exit 1 or 3 (see below) when more than N files fail (default 0)")
     p.add_argument("--report", metavar="PATH",
                    help="per-file report: .parquet or JSON lines (checked writable before any file is touched)")
+    add_state_argument(p)
     p.add_argument("--summary-json", metavar="PATH",
                    help="also write the run's summary as one JSON document for schedulers: files and bytes "
                         "per status, failures by reason, the exit code, the report's path (checked "
@@ -110,6 +112,7 @@ class JobConfig:
     table_format: str | None
     commit_batch_files: int
     spark_conf: tuple[tuple[str, str], ...]  # --conf, in order
+    state: str | None = None  # --state
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -144,7 +147,7 @@ class JobConfig:
             max_failures=args.max_failures, report=args.report, summary_json=args.summary_json,
             progress_seconds=args.progress_seconds,
             table_format=args.table_format, commit_batch_files=args.commit_batch_files,
-            spark_conf=tuple(_conf_pair(pair) for pair in args.spark_conf),
+            spark_conf=tuple(_conf_pair(pair) for pair in args.spark_conf), state=args.state,
         )
 
 
@@ -167,6 +170,9 @@ def _check_consistent(args: argparse.Namespace) -> None:
     if args.table_format and (not args.input or len(args.input) != 1 or not args.in_place):
         raise UsageError(f"--table-format {args.table_format} takes one --input table root and --in-place "
                          "(the table's log is updated, the old files stay for time travel)")
+    if args.state and (args.iceberg_table or args.table_format):
+        raise UsageError("--state applies to plain files (a directory, a glob, a catalog table's "
+                         "partitions); a table format's log already says which files are new")
     if args.iceberg_table and not args.in_place:
         raise UsageError("--iceberg-table takes --in-place (the table gets a new snapshot, the old "
                          "files stay for time travel)")

@@ -199,6 +199,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
             output=output if result.output is not None else None, **result.counts(),
         )
+        if output is None and result.output is not None:  # the listing will now show the new file
+            record["version"] = result.written_version
         reasons: dict[str, int] = {}
         for c in result.chunks:
             if c.reason:
@@ -236,6 +238,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "page_stats_fallback_reasons": {}, "notes": [],
         "chunk_statistics": {"copied": 0, "filled": 0, "replaced": 0},
         "retryable": False,  # True only for a failure a retry may mend (pageindex.errors.retryable)
+        "version": file.version,  # the file's version after the run, as a listing gives it
     }
 
 

@@ -50,8 +50,9 @@ REPORT_SCHEMA = pa.schema([
     ("retryable", pa.bool_()),  # a failure a retry may mend
     ("notes", pa.string()),  # JSON list of strings
     ("chunk_statistics", pa.string()),  # JSON object: copied/filled/replaced -> chunks
+    ("version", pa.string()),  # the file's version after the run (S3 ETag, local mtime in ns), if known
 ])
-DEFAULTS: dict[str, Any] = {"table_version": None, "retryable": False, "notes": []}
+DEFAULTS: dict[str, Any] = {"table_version": None, "retryable": False, "notes": [], "version": None}
 
 
 def report_table(records: list[dict[str, Any]]) -> pa.Table:

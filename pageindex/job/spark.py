@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from pageindex.errors import (
     EXIT_INTERRUPTED,
@@ -30,6 +30,7 @@ from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
 from pageindex.job.report import format_size, summary, summary_document, write_report, write_summary_json
+from pageindex.job.state import DECISION_FIELDS, Decisions, RunState
 from pageindex.job.tasks import pack
 from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stopping, stops_cleanly
@@ -58,10 +59,12 @@ def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] 
 
 
 def _progress(sc: Any, done: Any, done_bytes: Any, total: int, total_bytes: int, every: float,
-              stop: threading.Event) -> None:
-    """Periodic log lines next to Spark's own progress bar (which batch logs often lose)."""
+              stop: threading.Event, tick: Callable[[], None] = lambda: None) -> None:
+    """Periodic log lines next to Spark's own progress bar (which batch logs often lose); `tick`
+    after each (the run state's checkpoint)."""
     started = time.monotonic()
     while not stop.wait(every):
+        tick()
         tracker = sc.statusTracker()
         stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
         running = sum(s.numActiveTasks for s in stages if s)
@@ -98,14 +101,23 @@ def run(config: JobConfig, spark: Any) -> int:
         found = _discover(config, table)
         check_modes(found, config.in_place, (table.name, table.provider) if table else None)
         files = list(found.files)
+    elif config.state:
+        raise UsageError(f"--state applies to plain files, not to the table at {inputs[0]}: its log "
+                         "already says which files are new")
     else:
         files, options = list(planned.files), planned.options
     if table is not None:
         where = (f"in {_count(len(table.partitions), 'partition')} of table {table.name}"
                  if table.partitions is not None else f"in table {table.name}")
     log.warning("found %s (%d bytes) %s", _count(len(files), "file"), sum(f.size for f in files), where)
+    state = RunState(config.state, config.storage_options, inputs, options) if config.state else None
+    unchanged: list[dict[str, Any]] = []
+    if state is not None:
+        todo, unchanged = state.split([(f, output_url(f, options)) for f in files])
+        files = [f for f, _ in todo]
+        log.warning("%d of them unchanged since the state recorded them: not opened", len(unchanged))
     records = _run_on_spark(spark, files, options, config.target_task_bytes,
-                            config.progress_seconds) if files else []
+                            config.progress_seconds, state) if files else []
     commits = None
     if planned is not None:
         records, commits = lake.commit_run(planned, records, config.commit_batch_files)
@@ -114,6 +126,15 @@ def run(config: JobConfig, spark: Any) -> int:
         spark.catalog.refreshTable(table.name)
     failed = [r.get("retryable", False) for r in records if r["status"] == Status.FAILED]
     code = failures_exit_code(failed, config.max_failures)
+    if state is not None:
+        state.decide_all(records)
+        try:
+            with storage_errors("write the state", config.state):
+                state.save()
+        except PageIndexError as err:
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+            code = combined_exit_code([code, exit_code(err)])
+        records = sorted(records + unchanged, key=lambda r: r["path"])
     report, report_error = config.report, None
     if report:
         try:
@@ -151,12 +172,15 @@ def _count(n: int, noun: str) -> str:
 
 
 def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
-                  progress_seconds: float) -> list[dict[str, Any]]:
+                  progress_seconds: float, state: RunState | None = None) -> list[dict[str, Any]]:
     sc = spark.sparkContext
     # A small dataset still spreads over every core the cluster offers.
     spread = -(-sum(f.size for f in files) // max(1, sc.defaultParallelism))
     tasks = pack(files, max(1, min(target, spread)))
     done, done_bytes = sc.accumulator(0), sc.accumulator(0)
+    # What the state needs of each record, merged on the driver as each task ends (accumulator
+    # updates arrive per finished task, before the job's collect returns).
+    decided = sc.accumulator({}, Decisions()) if state is not None else None
 
     def run_task(task: list) -> list[dict[str, Any]]:
         out, sizes = [], {f.url: f.size for f in task}  # as listed: what the total counts
@@ -164,11 +188,14 @@ def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
             out.append(record)
             done.add(1)
             done_bytes.add(sizes.get(record["path"], 0))
+        if decided is not None:
+            decided.add({r["path"]: {k: r.get(k) for k in DECISION_FIELDS} for r in out})
         return out
 
     stop = threading.Event()
     ticker = threading.Thread(target=_progress, args=(sc, done, done_bytes, len(files),
-                                                         sum(f.size for f in files), progress_seconds, stop),
+                                                         sum(f.size for f in files), progress_seconds, stop,
+                                                         lambda: _checkpoint(state, decided)),
                               daemon=True)
     ticker.start()
     try:
@@ -176,7 +203,19 @@ def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
         records = sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
     finally:
         stop.set()
+        ticker.join()  # a checkpoint under way ends before the state is saved
     return sorted(records, key=lambda r: r["path"])
+
+
+def _checkpoint(state: RunState | None, decided: Any) -> None:
+    """The decisions of the tasks ended so far into the state, written when a checkpoint is due.
+    The accumulator is emptied as it is read: a task's update merged meanwhile is seen again at
+    the next checkpoint, or at the end from the collected records."""
+    if state is None or not state.due():
+        return
+    taken, decided.value = decided.value, {}
+    state.decide_all(dict(taken).values())
+    state.checkpoint()
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | None = "local[*]") -> int:
@@ -189,6 +228,7 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
         config = JobConfig.from_argv(argv)
         check_report_path(config.report, config.storage_options)
         check_report_path(config.summary_json, config.storage_options, "the summary")
+        check_report_path(config.state, config.storage_options, "the state")
         if spark is None:
             spark = own = _start_session(config, master)
         else:

@@ -1,6 +1,7 @@
 """pageindex.io.discovery: URL normalisation, hidden entries, table-format detection, expansion."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,7 @@ def test_discover_partition_of_delta_table(tmp_path):
     f = touch(delta / "day=1" / "part-0.parquet")
     found = discover([str(delta / "day=1")])
     assert found.table_formats == ((str(delta / "day=1"), "delta"),)
-    assert found.files == (InputFile(str(f), 4, "part-0.parquet"),)
+    assert found.files == (InputFile(str(f), 4, "part-0.parquet", str(f.stat().st_mtime_ns)),)
     found = discover([str(f)])  # a single data file of the table
     assert [kind for _, kind in found.table_formats] == ["delta"]
 
@@ -219,3 +220,17 @@ def test_discover_broken_link_is_skipped_with_a_warning(tmp_path, caplog):
     (lake / "gone.parquet").symlink_to(tmp_path / "missing.parquet")
     assert [f.relative for f in discover([str(lake)]).files] == ["a/f.parquet", "linked/b/g.parquet"]
     assert any("gone.parquet" in r.getMessage() for r in caplog.records)
+
+
+def test_listing_gives_each_file_its_version(tmp_path):
+    """The run state's change detection: a local file's mtime in ns, from a directory's listing,
+    a glob's and a named file's alike (S3's ETag: tests/system/test_state_requests.py)."""
+    (tmp_path / "d").mkdir()
+    for name in ("a.parquet", "b.parquet"):
+        (tmp_path / "d" / name).write_bytes(b"x" * 10)
+    os.utime(tmp_path / "d" / "b.parquet", ns=(1, 1_234_567_891))
+    expected = {str(tmp_path / "d" / n): str((tmp_path / "d" / n).stat().st_mtime_ns) for n in ("a.parquet", "b.parquet")}
+    for inputs in ([str(tmp_path / "d")], [str(tmp_path / "d" / "*.parquet")],
+                   [str(tmp_path / "d" / "a.parquet"), str(tmp_path / "d" / "b.parquet")]):
+        assert {f.url: f.version for f in discover(inputs).files} == expected, inputs
+    assert expected[str(tmp_path / "d" / "b.parquet")] == "1234567891"

@@ -144,7 +144,7 @@ def _fake_runs(tmp: Path) -> list[dict]:
         # 5: many sources, one task each; the second fails (exit 2), the others do not care
         dict(dag_id=TABLES_DAG_ID, run_after="2026-06-06T02:00:00+00:00", variables=prefix,
              conf={"targets": [{"table": "db.a"}, {"table": "db.b", "spark_conf": {"spark.fake.exit": "2"}},
-                               {"input_paths": ["/data/c"], "max_failures": 5}]}),
+                               {"input_paths": ["/data/c"], "max_failures": 5, "state": "/state/c.parquet"}]}),
         # 6: a Variable naming a source the trigger replaces; a param the Variable gets wrong fails the run
         dict(dag_id=DAG_ID, run_after="2026-06-07T02:00:00+00:00",
              conf={"delta_table": "/lake/t"},
@@ -248,6 +248,8 @@ def test_mapped_sources_each_run_alone_with_their_own_report(fake):
     assert [c[-1].rsplit("/", 1)[1].split("-map")[1] for c in calls] == ["0-try1.parquet", "1-try1.parquet",
                                                                          "2-try1.parquet"]
     assert calls[2][calls[2].index("--max-failures") + 1] == "5"
+    assert calls[2][calls[2].index("--state") + 1] == "/state/c.parquet"
+    assert "--state" not in calls[0] + calls[1]
 
 
 # ---------------------------------------------------------------- the real job through spark-submit

@@ -1,0 +1,255 @@
+"""The run state (--state): what a run decided per listed file, a small Parquet table, so that the
+next run opens only files that are new or changed since, and none the state says are settled.
+
+A file is skipped only when its listing (path, size, version) and the run's options and output
+match a record of a settled outcome; anything else, an unreadable state included, means opening it.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+from pageindex.errors import PageIndexError
+from pageindex.index.marker import options_key
+from pageindex.io.commit import temp_name
+from pageindex.io.discovery import InputFile, input_root
+from pageindex.io.storage import resolve, storage_errors
+from pageindex.job.process import JobOptions, failed_record
+from pageindex.retrofit import Status
+from pageindex.version import __version__
+
+log = logging.getLogger("pageindex.job.state")
+
+# The state's columns, declared once: every state has them with these types, in this order.
+STATE_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("size", pa.int64()),  # the file's size after the run (an in-place index makes it longer)
+    ("version", pa.string()),  # S3 ETag or local mtime in ns after the run; null: never skipped
+    ("status", pa.string()),
+    ("options", pa.string()),  # index.marker.options_key of the run that decided
+    ("output", pa.string()),  # where the indexed file went; null: in place
+    ("pageindex_version", pa.string()),
+    ("decided_at", pa.timestamp("ms", tz="UTC")),  # when the run that decided started
+])
+# Outcomes that hold as long as the file's bytes and the options stay the same: a failure, a file
+# changed while read, a dry run's verdict are decided again by opening the file.
+SETTLED = (Status.INDEXED, Status.ALREADY_INDEXED, Status.REPAIRED, Status.SKIPPED)
+# A long run writes the state every this many decided files or seconds, whichever comes first.
+CHECKPOINT_FILES = 1000
+CHECKPOINT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file's row of the state."""
+
+    path: str
+    size: int
+    version: str | None
+    status: str
+    options: str
+    output: str | None
+    pageindex_version: str
+    decided_at: datetime.datetime
+
+
+def add_state_argument(parser: argparse.ArgumentParser) -> None:
+    """--state, the same for the CLI's retrofit and the Spark job."""
+    parser.add_argument(
+        "--state", metavar="PATH",
+        help="a small Parquet table (local or s3://) of what each run decided per file: a file "
+             "listed with the size and version (S3 ETag, local mtime) it records, indexed or found "
+             "indexed under the same index options, is not opened (status unchanged); new and "
+             "changed files are processed and recorded, failures retried. Written at the end and at "
+             "checkpoints during long runs; --force and --verify-existing open every file and still "
+             "update it; --dry-run reads it, never writes it. A missing or unreadable state: every "
+             "file is opened (one warning) and the state written anew")
+
+
+def run_key(options: JobOptions) -> str:
+    """What a state record's options must equal for its file to be skipped."""
+    return options_key(options.truncate_length, options.trust_page_stats, options.bloom, options.chunk_statistics)
+
+
+def read_state(url: str, storage_options: dict[str, Any]) -> dict[str, Entry]:
+    """The state at `url` by path; empty when there is none yet. An unreadable one (corrupt, not
+    a state, a storage error) is one warning line naming it, and empty: every file is opened."""
+    try:
+        with storage_errors("read the state", url):
+            fs, path = resolve(url, storage_options=storage_options)
+            if not fs.exists(path):
+                return {}
+            data = fs.cat_file(path)
+        return _entries(pq.read_table(pa.BufferReader(data)))
+    except (PageIndexError, OSError, ValueError, pa.ArrowException) as err:
+        log.warning("pageindex: warning: %s: the state cannot be read (%s); every file is opened this "
+                    "run and the state is written anew at its end", url, err)
+        return {}
+
+
+def _entries(table: pa.Table) -> dict[str, Entry]:
+    missing = [f.name for f in STATE_SCHEMA if f.name not in table.column_names]
+    if missing:
+        raise ValueError(f"not a pageindex state: no column {', '.join(missing)}")
+    rows = table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA).to_pylist()
+    return {row["path"]: Entry(**row) for row in rows}
+
+
+def state_table(entries: Iterable[Entry]) -> pa.Table:
+    """The entries as a table of STATE_SCHEMA, sorted by path: the same entries, the same bytes."""
+    rows = [e.__dict__ for e in sorted(entries, key=lambda e: e.path)]
+    return pa.Table.from_pylist(rows, schema=STATE_SCHEMA)
+
+
+def write_state(entries: Iterable[Entry], url: str, storage_options: dict[str, Any]) -> None:
+    """Replace the state at `url` atomically: a local file through a temporary renamed over it, an
+    object with one upload (it appears whole or not at all)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(state_table(entries), sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    with storage_errors("write the state", url):
+        fs, path = resolve(url, storage_options=storage_options)
+        if not isinstance(fs, LocalFileSystem):
+            fs.pipe_file(path, data)
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = temp_name(path)
+        try:
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+# The fields of a record the state takes (RunState.decide): what the job's tasks send to the driver
+# as they end, for its checkpoints.
+DECISION_FIELDS = ("path", "status", "bytes_out", "version")
+
+
+class Decisions:
+    """A Spark AccumulatorParam of decided records by path (the job's checkpoints): merged as
+    tasks end, a retried task's records replacing its earlier attempt's."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value: dict, more: dict) -> dict:  # noqa: N802 - Spark's name
+        value.update(more)
+        return value
+
+
+class RunState:
+    """The state of one run: the previous decisions it skips by, and the new ones it saves."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any], inputs: Sequence[str],
+                 options: JobOptions) -> None:
+        self.url, self.storage_options = url, storage_options
+        self.previous = read_state(url, storage_options)
+        self._found = bool(self.previous)  # else written at the end even when nothing is decided
+        self.roots = tuple(input_root(raw, storage_options) for raw in inputs)
+        self.key = run_key(options)
+        # --force and --verify-existing ask for every file to be opened; their outcomes are saved.
+        self.skipping = not (options.force or options.verify_existing)
+        self.saving = not options.dry_run
+        self.started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        self.listed: dict[str, tuple[InputFile, str | None]] = {}
+        self.decided: dict[str, Entry] = {}
+        self._since_saved, self._saved_at = 0, time.monotonic()
+
+    def split(self, targets: Sequence[tuple[InputFile, str | None]]
+              ) -> tuple[list[tuple[InputFile, str | None]], list[dict[str, Any]]]:
+        """The (file, output) pairs to process, and the records of those the state settles."""
+        todo, unchanged = [], []
+        for file, output in targets:
+            record = self.skip(file, output)
+            if record is None:
+                todo.append((file, output))
+            else:
+                unchanged.append(record)
+        return todo, unchanged
+
+    def skip(self, file: InputFile, output: str | None) -> dict[str, Any] | None:
+        """Note `file` as listed; the record saying it is unchanged when the state settles it,
+        else None (it is to be processed)."""
+        self.listed[file.url] = (file, output)
+        entry = self.previous.get(file.url)
+        if self.skipping and entry is not None and self._settles(entry, file, output):
+            return _unchanged_record(file, output, entry)
+        return None
+
+    def _settles(self, entry: Entry, file: InputFile, output: str | None) -> bool:
+        return (file.version is not None and entry.version == file.version and entry.size == file.size
+                and entry.status in SETTLED and entry.options == self.key and entry.output == output)
+
+    def decide(self, record: dict[str, Any]) -> None:
+        """Take a processed file's record; write the state when a checkpoint is due."""
+        self.decide_all([record])
+        if self.due():
+            self.checkpoint()
+
+    def due(self) -> bool:
+        """Whether CHECKPOINT_FILES decisions or CHECKPOINT_SECONDS have passed since the last write."""
+        return self._since_saved >= CHECKPOINT_FILES or time.monotonic() - self._saved_at >= CHECKPOINT_SECONDS
+
+    def decide_all(self, records: Iterable[dict[str, Any]]) -> None:
+        """Take processed files' records, writing nothing yet."""
+        for record in records:
+            self._note(record)
+
+    def _note(self, record: dict[str, Any]) -> None:
+        listed = self.listed.get(record["path"])
+        if listed is None or record["status"] == Status.UNCHANGED:
+            return
+        file, output = listed
+        rewritten = output is None and record["status"] in (Status.INDEXED, Status.REPAIRED)
+        self.decided[file.url] = Entry(
+            file.url, record["bytes_out"] if rewritten else file.size,
+            record.get("version") if rewritten else file.version, str(record["status"]), self.key,
+            output, __version__, self.started)
+        self._since_saved += 1
+
+    def checkpoint(self) -> None:
+        """Write what is decided so far over the previous state (nothing dropped yet). A failure
+        is a warning: the run goes on, and the end tries again."""
+        if not self.saving or not self._since_saved:
+            return
+        try:
+            write_state({**self.previous, **self.decided}.values(), self.url, self.storage_options)
+        except PageIndexError as err:
+            log.warning("pageindex: warning: %s: state checkpoint not written: %s", self.url, err)
+        self._since_saved, self._saved_at = 0, time.monotonic()
+
+    def save(self) -> None:
+        """Write the state at the end of the run: records of files gone from under this run's
+        inputs are dropped, those of other inputs' files kept. Raises StorageError."""
+        if not self.saving:
+            return
+        kept = {path: e for path, e in self.previous.items()
+                if path in self.listed or not any(_below(path, root) for root in self.roots)}
+        if self.decided or len(kept) < len(self.previous) or not self._found:
+            write_state({**kept, **self.decided}.values(), self.url, self.storage_options)
+
+
+def _below(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _unchanged_record(file: InputFile, output: str | None, entry: Entry) -> dict[str, Any]:
+    """The report record of a file the state settles: not opened, nothing read."""
+    return {**failed_record(file, None, f"listed as the state recorded it on "
+                                        f"{entry.decided_at:%Y-%m-%d %H:%M:%S} UTC: {entry.status}"),
+            "status": Status.UNCHANGED, "output": output, "bytes_out": file.size}
