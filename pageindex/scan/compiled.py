@@ -22,15 +22,22 @@ def compiled(name: str = "kernels") -> ModuleType | None:
     """The compiled module pageindex.scan.`name`, or None for the Python and Arrow code. Read on
     every call, so a test can set the variable; numba is imported on the first call that could
     use it."""
-    choice = os.environ.get(ENV, AUTO).strip().lower() or AUTO
-    if choice not in (AUTO, ARROW, NUMBA):
-        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
+    choice = _choice(os.environ.get(ENV))
     if choice == ARROW or (choice == AUTO and UNSAVED.is_set()):
         return None
     module = _import(name)
     if module is None and choice == NUMBA:
         raise ValueError(f"{ENV}={NUMBA} but numba is not installed (pip install 'pageindex[fast]')")
     return module
+
+
+@functools.lru_cache(maxsize=8)
+def _choice(raw: str | None) -> str:
+    """The variable's value as a choice (asked for per chunk, so parsed once per value)."""
+    choice = (raw or AUTO).strip().lower() or AUTO
+    if choice not in (AUTO, ARROW, NUMBA):
+        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
+    return choice
 
 
 @functools.cache
