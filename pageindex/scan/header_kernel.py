@@ -18,10 +18,10 @@ FULL = -2  # status: more pages than rows in `out`; call again with a bigger one
 
 # Columns of a page's row in `out`.
 OFFSET, HEADER_SIZE, KIND, COMPRESSED, UNCOMPRESSED, NUM_VALUES, NUM_ROWS, NUM_NULLS, DEF_SIZE, \
-    REP_SIZE, IS_COMPRESSED, ENCODING, DEF_ENCODING, CRC, PRESENT = range(15)
-COLUMNS = 15
+    REP_SIZE, IS_COMPRESSED, ENCODING, DEF_ENCODING, REP_ENCODING, CRC, PRESENT = range(16)
+COLUMNS = 16
 # PRESENT bits: which optional fields the header holds.
-HAS_ENCODING, HAS_DEF_ENCODING, HAS_CRC = 1, 2, 4
+HAS_ENCODING, HAS_DEF_ENCODING, HAS_REP_ENCODING, HAS_CRC = 1, 2, 4, 8
 
 _MAX_PAGE_BYTES = 1 << 31  # as page_walk.MAX_PAGE_BYTES
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -232,6 +232,9 @@ def _page(buf, p, end, row, v1_ids, v2_ids, dict_ids):
         if v1_seen[2]:
             row[DEF_ENCODING] = v1[2]
             present |= HAS_DEF_ENCODING
+        if v1_seen[3]:
+            row[REP_ENCODING] = v1[3]
+            present |= HAS_REP_ENCODING
     elif kind == 3:
         if subs != 8 or not (v2_seen[0] and v2_seen[1] and v2_seen[2] and v2_seen[4] and v2_seen[5]):
             return _BAD

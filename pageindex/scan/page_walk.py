@@ -54,6 +54,7 @@ class Page:
     is_compressed: bool
     encoding: int | None  # as the sub-header states it: a data page's values, a dictionary's entries
     def_encoding: int | None  # v1 data pages: the definition levels' encoding
+    rep_encoding: int | None  # v1 data pages: the repetition levels' encoding
     crc: int | None
     raw_header: bytes  # the header as stored
 
@@ -352,12 +353,13 @@ def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
     num_rows = num_nulls = None
     def_size = rep_size = 0
     is_compressed = True
-    encoding = def_encoding = None
+    encoding = def_encoding = rep_encoding = None
     if kind == PageType.DATA_PAGE:
         sub = header.get(PageHeader.DATA_PAGE_HEADER)
         num_values = _int(sub, DataPageHeader.NUM_VALUES, "num_values", offset, 0, 1 << 31)
         encoding = sub.get(DataPageHeader.ENCODING)
         def_encoding = sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING)
+        rep_encoding = sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING)
     elif kind == PageType.DATA_PAGE_V2:
         sub = header.get(PageHeader.DATA_PAGE_HEADER_V2)
         num_values = _int(sub, DataPageHeaderV2.NUM_VALUES, "num_values", offset, 0, 1 << 31)
@@ -379,7 +381,7 @@ def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
         num_values = 0
     crc = header.get(PageHeader.CRC)
     page = Page(kind, offset, header_size, compressed, uncompressed, num_values, num_rows,
-                num_nulls, def_size, rep_size, is_compressed, encoding, def_encoding,
+                num_nulls, def_size, rep_size, is_compressed, encoding, def_encoding, rep_encoding,
                 crc if isinstance(crc, int) else None, header.raw if header.raw is not None else b"")
     page.__dict__["header"] = header  # decoded already: the cached_property's slot
     return page
@@ -390,12 +392,13 @@ def _pages_of(rows: list[list[int]], data: bytes | memoryview, start: int, walke
     """Pages from the compiled walk's rows (see header_kernel's columns)."""
     dictionary, pages = None, []
     for (offset, header_size, kind, compressed, uncompressed, num_values, num_rows, num_nulls, def_size,
-         rep_size, is_compressed, encoding, def_encoding, crc, present) in rows:
+         rep_size, is_compressed, encoding, def_encoding, rep_encoding, crc, present) in rows:
         page = Page(kind, start + offset, header_size, compressed, uncompressed, num_values,
                     None if num_rows < 0 else num_rows, None if num_nulls < 0 else num_nulls,
                     def_size, rep_size, is_compressed == 1,
                     encoding if present & walker.HAS_ENCODING else None,
                     def_encoding if present & walker.HAS_DEF_ENCODING else None,
+                    rep_encoding if present & walker.HAS_REP_ENCODING else None,
                     crc if present & walker.HAS_CRC else None,
                     bytes(data[offset : offset + header_size]))
         if kind == PageType.DICTIONARY_PAGE:

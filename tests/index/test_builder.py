@@ -591,7 +591,7 @@ def test_boundary_order_on_truncated_bounds():
 # ------------------------------------------------------------------ column_index / offset_index
 
 def _page(offset: int, size: int, num_values: int) -> Page:
-    return Page(0, offset, 10, size - 10, size, num_values, None, None, 0, 0, True, Encoding.PLAIN, None, None, b"")
+    return Page(0, offset, 10, size - 10, size, num_values, None, None, 0, 0, True, Encoding.PLAIN, None, None, None, b"")
 
 
 def test_offset_index_first_rows_and_unencoded():
