@@ -27,7 +27,8 @@ from pageindex.format.parquet_thrift import (
     PageType,
     Type,
 )
-from pageindex.scan.compiled import ARROW, AUTO, ENV, NUMBA, compiled, unsaved  # noqa: F401 - ENV and the choices re-exported
+# ENV and the choices stay importable from here (tests, the bench and users' scripts name them so).
+from pageindex.scan.compiled import ARROW, AUTO, ENV, NUMBA, compiled, unsaved  # noqa: F401
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
 
 # Fixed-width values as numpy reads them little-endian, by physical type and signedness.

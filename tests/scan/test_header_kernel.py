@@ -10,15 +10,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.errors import PageIndexError
-from pageindex.format.footer import read_footer
-from pageindex.format.parquet_thrift import CompressionCodec, Encoding, PageType
-from pageindex.format.thrift import Field, Struct, T, TList, encode_struct
-from pageindex.io.storage import open_source
-from pageindex.scan import header_kernel
-from pageindex.scan.page_walk import walk_chunk
-from tests.helpers.both_paths import scan_kernel
-from tests.helpers.corpus import corpus_path, corpus_rows
+pytest.importorskip("numba")
+
+from pageindex.errors import PageIndexError  # noqa: E402 - numba first
+from pageindex.format.footer import read_footer  # noqa: E402
+from pageindex.format.parquet_thrift import CompressionCodec, Encoding, PageType  # noqa: E402
+from pageindex.format.thrift import Field, Struct, T, TList, encode_struct  # noqa: E402
+from pageindex.io.storage import open_source  # noqa: E402
+from pageindex.scan import header_kernel  # noqa: E402
+from pageindex.scan.page_walk import walk_chunk  # noqa: E402
+from tests.helpers.both_paths import scan_kernel  # noqa: E402
+from tests.helpers.corpus import corpus_path, corpus_rows  # noqa: E402
 
 
 def _walks(path, **kwargs) -> list:
@@ -200,7 +202,8 @@ def _sub(field_id: int, *fields: Field) -> Field:
     return Field(field_id, T.STRUCT, Struct(fields))
 
 
-V2_SUB = (_i(1, 5), _i(2, 0), _i(3, 5), _i(4, 0), _i(5, 2), _i(6, 0), Field(7, T.TRUE, False), Field(8, T.STRUCT, STATS))
+V2_SUB = (_i(1, 5), _i(2, 0), _i(3, 5), _i(4, 0), _i(5, 2), _i(6, 0), Field(7, T.TRUE, False),
+          Field(8, T.STRUCT, STATS))
 DICTIONARY = _h(_i(1, 2), _i(2, 16), _i(3, 16), _sub(7, _i(1, 2), _i(2, 0), Field(3, T.TRUE, True))) + BODY[:16]
 
 # name -> (the chunk's pages, its num_values, whether the compiled walk reads it itself)
