@@ -8,9 +8,7 @@ PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =numba insists on the 
 from __future__ import annotations
 
 import functools
-import os
 import threading
-import warnings
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -25,17 +23,13 @@ from pageindex.format.thrift import uleb128
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import (
     CompressionCodec,
-    DataPageHeader,
-    DictionaryPageHeader,
     Encoding,
-    PageHeader,
     PageType,
     Type,
 )
+# ENV and the choices stay importable from here (tests, the bench and users' scripts name them so).
+from pageindex.scan.compiled import ARROW, AUTO, ENV, NUMBA, compiled, unsaved  # noqa: F401
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
-
-ENV = "PAGEINDEX_SCAN_KERNEL"
-AUTO, ARROW, NUMBA = "auto", "arrow", "numba"
 
 # Fixed-width values as numpy reads them little-endian, by physical type and signedness.
 _NUMBERS = {(Type.INT32, Kind.SIGNED): "<i4", (Type.INT32, Kind.UNSIGNED): "<u4",
@@ -60,36 +54,8 @@ class PageExtrema:
 
 
 def kernels() -> ModuleType | None:
-    """The compiled kernels, or None for Arrow's decode. Read on every call, so a test can set
-    the variable; numba is imported on the first chunk that could use it."""
-    choice = os.environ.get(ENV, AUTO).strip().lower() or AUTO
-    if choice not in (AUTO, ARROW, NUMBA):
-        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
-    if choice == ARROW or (choice == AUTO and _UNSAVED.is_set()):
-        return None
-    compiled = _import_kernels()
-    if compiled is None and choice == NUMBA:
-        raise ValueError(f"{ENV}={NUMBA} but numba is not installed (pip install 'pageindex[fast]')")
-    return compiled
-
-
-# Set when numba could not save a compiled kernel: no writable cache directory (pageindex shipped
-# as a zip to an executor whose home is not writable), found on a kernel's first call, not at import.
-_UNSAVED = threading.Event()
-
-
-@functools.cache
-def _import_kernels() -> ModuleType | None:
-    try:
-        from pageindex.scan import kernels as compiled
-    except ImportError:
-        return None
-    except RuntimeError as err:
-        # numba refuses cache=True without a writable cache directory: Arrow gives the same bytes.
-        warnings.warn(f"page bounds fall back to Arrow's decode: {err}; set NUMBA_CACHE_DIR to a "
-                      "writable directory to use the compiled kernels", RuntimeWarning, stacklevel=2)
-        return None
-    return compiled
+    """The compiled kernels, or None for Arrow's decode (see pageindex.scan.compiled)."""
+    return compiled("kernels")
 
 
 def readable(chunk: ChunkMeta, order: Order) -> bool:
@@ -120,11 +86,7 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
     except OSError as err:
         # The pages are in memory: an OSError here is numba saving a kernel it just compiled to
         # a cache directory it cannot write. Arrow's decode gives the same bytes, from now on.
-        if not _UNSAVED.is_set():
-            _UNSAVED.set()
-            warnings.warn(f"page bounds fall back to Arrow's decode: numba cannot save compiled code "
-                          f"({err}); give the process a writable XDG_CACHE_HOME or NUMBA_CACHE_DIR",
-                          RuntimeWarning, stacklevel=2)
+        unsaved(err)
         return None
 
 
@@ -245,8 +207,7 @@ class _Scanner:
         whole = self.bodies.body(body, page.uncompressed_size)
         if self.max_def == 0:
             return whole, whole, lambda lv: 0
-        header = page.header.get(PageHeader.DATA_PAGE_HEADER)
-        if header.get(DataPageHeader.DEFINITION_LEVEL_ENCODING) not in (Encoding.RLE, None) or len(whole) < 4:
+        if page.def_encoding not in (Encoding.RLE, None) or len(whole) < 4:
             raise _Unread()
         length = int(whole[:4].view("<u4")[0])
         if 4 + length > len(whole):
@@ -309,8 +270,7 @@ class _Scanner:
             page = self.pages.dictionary
             if page is None or page.kind != PageType.DICTIONARY_PAGE:
                 raise _Unread()
-            header = page.header.get(PageHeader.DICTIONARY_PAGE_HEADER)
-            if header.get(DictionaryPageHeader.ENCODING) not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
+            if page.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
                 raise _Unread()
             body = self.bodies.body(self.pages.body(page), page.uncompressed_size, "dictionary")
             count = page.num_values

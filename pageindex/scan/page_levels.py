@@ -13,7 +13,7 @@ import pyarrow as pa
 from pageindex.errors import MalformedFileError
 from pageindex.format.compression import decompress
 from pageindex.format.footer import ChunkMeta
-from pageindex.format.parquet_thrift import DataPageHeader, Encoding, PageHeader, PageType
+from pageindex.format.parquet_thrift import Encoding, PageType
 from pageindex.scan.level_streams import decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
 from pageindex.scan.page_walk import ChunkPages, Page
 
@@ -173,9 +173,8 @@ def _layout(chunk: ChunkMeta, pages: ChunkPages, page: Page) -> _Layout:
             compressed, decompressed, size = page.is_compressed, False, page.uncompressed_size - end
         else:
             body = memoryview(decompress(chunk.codec, pages.body(page), page.uncompressed_size))
-            header = page.header.get(PageHeader.DATA_PAGE_HEADER)
-            rep, pos = _v1_levels(header.get(DataPageHeader.REPETITION_LEVEL_ENCODING), body, 0, leaf.max_rep, count)
-            dfn, end = _v1_levels(header.get(DataPageHeader.DEFINITION_LEVEL_ENCODING), body, pos, leaf.max_def, count)
+            rep, pos = _v1_levels(page.rep_encoding, body, 0, leaf.max_rep, count)
+            dfn, end = _v1_levels(page.def_encoding, body, pos, leaf.max_def, count)
             compressed, decompressed, size = False, True, len(body) - end
     except MalformedFileError as err:
         raise err.located(offset=page.offset) from None

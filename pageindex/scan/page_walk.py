@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Callable, Protocol
+
+import numpy as np
 
 from pageindex.errors import MalformedFileError, PageIndexError, ThriftTruncatedError
 from pageindex.format.footer import ChunkMeta
@@ -20,6 +23,7 @@ from pageindex.format.parquet_thrift import (
 )
 from pageindex.format.thrift import Struct, decode_struct
 from pageindex.io.storage import Source, StoredRange
+from pageindex.scan.compiled import compiled, unsaved
 
 # One page may not claim more than this many uncompressed bytes (guards allocation).
 MAX_PAGE_BYTES = 1 << 31
@@ -48,7 +52,17 @@ class Page:
     def_levels_size: int  # v2 only: bytes of definition levels, stored uncompressed
     rep_levels_size: int
     is_compressed: bool
-    header: Struct
+    encoding: int | None  # as the sub-header states it: a data page's values, a dictionary's entries
+    def_encoding: int | None  # v1 data pages: the definition levels' encoding
+    rep_encoding: int | None  # v1 data pages: the repetition levels' encoding
+    crc: int | None
+    raw_header: bytes  # the header as stored
+
+    @cached_property
+    def header(self) -> Struct:
+        """The whole header, decoded when first asked for (the compiled walk reads only the
+        fields above)."""
+        return decode_struct(self.raw_header)[0]
 
     @property
     def size(self) -> int:
@@ -61,11 +75,7 @@ class Page:
     @property
     def value_encoding(self) -> int | None:
         """A data page's value encoding as its header states it (None for other pages)."""
-        if self.kind == PageType.DATA_PAGE:
-            return self.header.get(PageHeader.DATA_PAGE_HEADER).get(DataPageHeader.ENCODING)
-        if self.kind == PageType.DATA_PAGE_V2:
-            return self.header.get(PageHeader.DATA_PAGE_HEADER_V2).get(DataPageHeaderV2.ENCODING)
-        return None
+        return self.encoding if self.is_data else None
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,9 @@ class _PageReader(Protocol):
     def data_until(self, end: int) -> bytes | memoryview | StoredRange:
         """The chunk's bytes from its start to `end`, as ChunkPages holds them."""
 
+    def compiled_walk(self, chunk: ChunkMeta) -> ChunkPages | None:
+        """The chunk's pages walked by compiled code, or None for the walk in Python."""
+
 
 def _located(source: Source, chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> ChunkPages:
     try:
@@ -152,6 +165,9 @@ def _walk(chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> Ch
     if not 4 <= start < limit:
         raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
     pages_of = reader()
+    walked = pages_of.compiled_walk(chunk)
+    if walked is not None:
+        return walked
     pos, values = start, 0
     dictionary: Page | None = None
     pages: list[Page] = []
@@ -214,6 +230,34 @@ class _ChunkReader:
             return self.source.stored(self.start, end - self.start)
         return self.data if end - self.start == len(self.data) else self.data[:end - self.start]
 
+    def compiled_walk(self, chunk: ChunkMeta) -> ChunkPages | None:
+        """The whole chunk's pages from one call of the compiled header walk (header_kernel),
+        when it is there and the chunk is all in memory; None for any chunk it leaves to the
+        walk in Python (which then reads the same bytes)."""
+        walker = compiled("header_kernel") if self.window is None else None
+        if walker is None:
+            return None
+        buf = np.frombuffer(self.data, np.uint8)
+        rows = np.empty((16, walker.COLUMNS), np.int64)
+        try:
+            while True:
+                n, end, status = walker.walk(buf, chunk.num_values, rows)
+                if status != walker.FULL:
+                    break
+                rows = np.empty((len(rows) * 8, walker.COLUMNS), np.int64)
+        except OSError as err:  # numba saving what it compiled to a cache it cannot write
+            unsaved(err)
+            return None
+        if status:
+            return None
+        dictionary, pages = _pages_of(rows[:n].tolist(), self.data, self.start, walker)
+        if self.verify_crc:
+            for page in ([dictionary] if dictionary else []) + pages:
+                if page.crc is not None:
+                    begin = page.offset - self.start + page.header_size
+                    _check_crc(page, memoryview(self.data)[begin : begin + page.compressed_size])
+        return ChunkPages(self.start, self.data_until(self.start + end), dictionary, tuple(pages), False)
+
 
 class _HeaderReader:
     """Pages read from their headers alone, HEADER_WINDOW bytes at a time."""
@@ -238,6 +282,9 @@ class _HeaderReader:
 
     def data_until(self, end: int) -> bytes:
         return b""
+
+    def compiled_walk(self, chunk: ChunkMeta) -> None:
+        return None  # headers a window at a time: the walk in Python
 
 
 def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, offset: int, limit: int,
@@ -306,9 +353,13 @@ def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
     num_rows = num_nulls = None
     def_size = rep_size = 0
     is_compressed = True
+    encoding = def_encoding = rep_encoding = None
     if kind == PageType.DATA_PAGE:
         sub = header.get(PageHeader.DATA_PAGE_HEADER)
         num_values = _int(sub, DataPageHeader.NUM_VALUES, "num_values", offset, 0, 1 << 31)
+        encoding = sub.get(DataPageHeader.ENCODING)
+        def_encoding = sub.get(DataPageHeader.DEFINITION_LEVEL_ENCODING)
+        rep_encoding = sub.get(DataPageHeader.REPETITION_LEVEL_ENCODING)
     elif kind == PageType.DATA_PAGE_V2:
         sub = header.get(PageHeader.DATA_PAGE_HEADER_V2)
         num_values = _int(sub, DataPageHeaderV2.NUM_VALUES, "num_values", offset, 0, 1 << 31)
@@ -321,17 +372,44 @@ def page_from_header(header: Struct, offset: int, header_size: int) -> Page:
         if def_size + rep_size > compressed:
             raise MalformedFileError("v2 level bytes exceed the page size", offset=offset)
         is_compressed = sub.get(DataPageHeaderV2.IS_COMPRESSED, True) is not False
+        encoding = sub.get(DataPageHeaderV2.ENCODING)
     elif kind == PageType.DICTIONARY_PAGE:
         sub = header.get(PageHeader.DICTIONARY_PAGE_HEADER)
         num_values = _int(sub, DictionaryPageHeader.NUM_VALUES, "dictionary num_values", offset, 0, 1 << 31)
+        encoding = sub.get(DictionaryPageHeader.ENCODING)
     else:
         num_values = 0
-    return Page(kind, offset, header_size, compressed, uncompressed, num_values, num_rows,
-                num_nulls, def_size, rep_size, is_compressed, header)
+    crc = header.get(PageHeader.CRC)
+    page = Page(kind, offset, header_size, compressed, uncompressed, num_values, num_rows,
+                num_nulls, def_size, rep_size, is_compressed, encoding, def_encoding, rep_encoding,
+                crc if isinstance(crc, int) else None, header.raw if header.raw is not None else b"")
+    page.__dict__["header"] = header  # decoded already: the cached_property's slot
+    return page
+
+
+def _pages_of(rows: list[list[int]], data: bytes | memoryview, start: int, walker
+              ) -> tuple[Page | None, list[Page]]:
+    """Pages from the compiled walk's rows (see header_kernel's columns)."""
+    dictionary, pages = None, []
+    for (offset, header_size, kind, compressed, uncompressed, num_values, num_rows, num_nulls, def_size,
+         rep_size, is_compressed, encoding, def_encoding, rep_encoding, crc, present) in rows:
+        page = Page(kind, start + offset, header_size, compressed, uncompressed, num_values,
+                    None if num_rows < 0 else num_rows, None if num_nulls < 0 else num_nulls,
+                    def_size, rep_size, is_compressed == 1,
+                    encoding if present & walker.HAS_ENCODING else None,
+                    def_encoding if present & walker.HAS_DEF_ENCODING else None,
+                    rep_encoding if present & walker.HAS_REP_ENCODING else None,
+                    crc if present & walker.HAS_CRC else None,
+                    bytes(data[offset : offset + header_size]))
+        if kind == PageType.DICTIONARY_PAGE:
+            dictionary = page
+        else:
+            pages.append(page)
+    return dictionary, pages
 
 
 def _check_crc(page: Page, body: memoryview) -> None:
-    expected = page.header.get(PageHeader.CRC)
+    expected = page.crc
     if not isinstance(expected, int):
         return
     if zlib.crc32(body) != expected & 0xFFFFFFFF:

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from pageindex.format.column_order import Kind, order_for, type_order
-from pageindex.format.parquet_thrift import BoundaryOrder, LogicalType, Type
-from pageindex.format.thrift import Struct, T, decode_struct
+from pageindex.format.parquet_thrift import BoundaryOrder, Encoding, LogicalType, Type
+from pageindex.format.thrift import T, decode_struct
 from pageindex.index import builder as index_builder
 from pageindex.index.builder import (
     Bounds,
@@ -591,7 +591,7 @@ def test_boundary_order_on_truncated_bounds():
 # ------------------------------------------------------------------ column_index / offset_index
 
 def _page(offset: int, size: int, num_values: int) -> Page:
-    return Page(0, offset, 10, size - 10, size, num_values, None, None, 0, 0, True, Struct())
+    return Page(0, offset, 10, size - 10, size, num_values, None, None, 0, 0, True, Encoding.PLAIN, None, None, None, b"")
 
 
 def test_offset_index_first_rows_and_unencoded():
