@@ -1,0 +1,170 @@
+"""The job's driver at lake scale: `python -m bench.planning [--files N,...] [--json PATH]`.
+
+For each N, in a process of its own: a synthetic listing of N objects (an fsspec filesystem whose
+`find` answers what s3fs's would for a Hive-partitioned table, 1,000 files per partition, a
+_SUCCESS in each; no object exists), then the driver's stages as the Spark job runs them:
+discovery's post-processing (`discover`), `check_modes`, `pack`, and for N records as `collect`
+returns them, `summary` and `write_report` (Parquet). Each stage's seconds and its peak RSS
+(VmHWM, reset before each stage through /proc/self/clear_refs), and the RSS held after it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from fsspec import AbstractFileSystem, register_implementation
+
+from bench.measure import ROOT
+
+SIZES = (100_000, 1_000_000)
+PER_PARTITION = 1_000
+PROTOCOL = "synthlake"
+ROOT_PATH = "lake/events"
+TARGET_TASK_BYTES = 256 << 20
+
+
+class SyntheticLake(AbstractFileSystem):
+    """A read-only lake of `files` Parquet objects below ROOT_PATH: `find` gives s3fs's detail
+    entries (Key, ETag, LastModified, size, ...) in its order; nothing can be opened."""
+
+    protocol = PROTOCOL
+    files = 0  # set before the first use (fsspec caches instances by their arguments)
+
+    def _entries(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for part in range(-(-self.files // PER_PARTITION)):
+            folder = f"{ROOT_PATH}/day={part:05d}"
+            names = [f"{folder}/part-{i:05d}-7c0e6c1a-6b53-4a8f-9d2e-{part:06d}{i:06d}.snappy.parquet"
+                     for i in range(min(PER_PARTITION, self.files - part * PER_PARTITION))]
+            names.append(f"{folder}/_SUCCESS")
+            for i, name in enumerate(sorted(names)):
+                size = 0 if name.endswith("_SUCCESS") else 50_000_000 + (part * 7919 + i * 104_729) % 90_000_000
+                out[name] = {"Key": name, "LastModified": "2026-11-27T00:00:00+00:00",
+                             "ETag": f'"{part:016x}{i:016x}"', "Size": size, "StorageClass": "STANDARD",
+                             "type": "file", "size": size, "name": name}
+        return out
+
+    def find(self, path: str, maxdepth: Any = None, withdirs: bool = False, detail: bool = False,
+             **kwargs: Any) -> Any:
+        entries = self._entries()
+        return entries if detail else sorted(entries)
+
+    def isdir(self, path: str) -> bool:
+        return self._strip_protocol(path).rstrip("/") == ROOT_PATH
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        return self.isdir(path)
+
+    def glob(self, path: str, **kwargs: Any) -> list[str]:
+        return []
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        pass
+
+
+def _vm(field: str) -> int:
+    """A /proc/self/status size in bytes (VmHWM: the peak RSS since the last reset, VmRSS: now)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) << 10
+    return 0
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _stage(stages: list[dict], name: str, fn: Callable[[], Any]) -> Any:
+    before = _vm("VmRSS")
+    _reset_peak()
+    started = time.perf_counter()
+    value = fn()
+    seconds = time.perf_counter() - started
+    stages.append({"stage": name, "seconds": round(seconds, 3), "peak_rss": _vm("VmHWM"),
+                   "rss_before": before, "rss_after": _vm("VmRSS")})
+    return value
+
+
+def _record(f: Any) -> dict[str, Any]:
+    """What one file's executor record looks like after an exact retrofit (process.py's keys)."""
+    return {"path": f.url, "output": f.url, "status": "indexed", "reason": None, "bytes_in": f.size,
+            "bytes_out": f.size + 40_000, "row_groups": 4, "pages": 480, "chunks_with_column_index": 48,
+            "chunks_without_column_index": 0, "chunks_from_page_stats": 40, "bloom_filters": 0,
+            "without_column_index_reasons": {}, "violations": [], "bytes_read": f.size // 3,
+            "seconds": 0.8, "index_bytes_read": f.size // 3, "copy_bytes_read": 0, "no_page_skipping": None,
+            "page_stats_fallback_reasons": {}, "notes": [],
+            "chunk_statistics": {"copied": 48, "filled": 0, "replaced": 0}, "retryable": False}
+
+
+def measure(files: int) -> dict[str, Any]:
+    """The driver's stages for a synthetic lake of `files` objects, in this process."""
+    from pageindex.io.discovery import discover
+    from pageindex.job.report import summary, write_report
+    from pageindex.job.spark import check_modes
+    from pageindex.job.tasks import pack
+
+    register_implementation(PROTOCOL, SyntheticLake, clobber=True)
+    SyntheticLake.files = files
+    fs = SyntheticLake()
+    listing = fs._entries()  # built once; `find` then hands the same dict to discovery
+    stages: list[dict] = []
+    SyntheticLake._entries = lambda self: listing  # type: ignore[method-assign]
+    baseline = _vm("VmRSS")
+    found = _stage(stages, "discover", lambda: discover([f"{PROTOCOL}://{ROOT_PATH}"]))
+    assert len(found.files) == files, len(found.files)
+    del listing
+    SyntheticLake._entries = lambda self: {}  # type: ignore[method-assign]
+    _stage(stages, "check_modes", lambda: check_modes(found, in_place=False))
+    tasks = _stage(stages, "pack", lambda: pack(list(found.files), TARGET_TASK_BYTES))
+    records = _stage(stages, "records (as collect returns them)",
+                     lambda: sorted((_record(f) for task in tasks for f in task), key=lambda r: r["path"]))
+    del tasks
+    _stage(stages, "summary", lambda: summary(records, 3600.0))
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.parquet")
+        _stage(stages, "write_report (Parquet)", lambda: write_report(records, report, {}))
+        report_bytes = os.path.getsize(report)
+    return {"files": files, "partitions": -(-files // PER_PARTITION), "baseline_rss": baseline,
+            "report_bytes": report_bytes, "stages": stages,
+            "driver_seconds": round(sum(s["seconds"] for s in stages if not s["stage"].startswith("records")), 3),
+            "peak_rss": max(s["peak_rss"] for s in stages)}
+
+
+def run(sizes: list[int]) -> dict[str, Any]:
+    """Each size measured in a fresh process (peaks of one size do not hide the next's)."""
+    rows = []
+    for n in sizes:
+        done = subprocess.run([sys.executable, "-m", "bench.planning", "--one", str(n)], cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"planning: {n:,} files: {rows[-1]['driver_seconds']:.1f}s, peak "
+              f"{rows[-1]['peak_rss'] / 1e6:.0f} MB", file=sys.stderr)
+    return {"sizes": rows, "per_partition": PER_PARTITION, "target_task_bytes": TARGET_TASK_BYTES}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", default=",".join(map(str, SIZES)), help="comma-separated sizes")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(args.one)))
+        return
+    results = run([int(n) for n in args.files.split(",")])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
