@@ -4,13 +4,14 @@ A partitioned table is read as Spark reads it: the files of each partition the c
 """
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from pageindex.errors import MissingInputError, UsageError
-from pageindex.io.discovery import Discovery, InputFile, discover
+from pageindex.io.discovery import Discovery, InputFile, discover, discover_each
 from pageindex.io.storage import normalize_url, resolve
 
 # Table formats that keep their own list of files: their catalog entry's location is their root.
@@ -175,13 +176,14 @@ def table_files(table: CatalogTable, storage_options: dict[str, Any]) -> Discove
         prefixes = [_url(p.location, storage_options).rstrip("/") + "/" for p in inside]
         files.update((f.url, f) for f in found.files if f.url.startswith(tuple(prefixes)))
         formats += found.table_formats
-    for part in table.partitions:
-        if part in inside:
+    outside = [p for p in table.partitions if p not in inside]
+    # listed LISTING_THREADS at once: a thousand partitions elsewhere wait a few latencies, not a thousand
+    for part, found in zip(outside, discover_each([p.location for p in outside], storage_options, missing_ok=True)):
+        if found is None:  # a location that does not exist holds no files
             continue
-        found = _discover_or_empty(part.location, storage_options)
         formats += found.table_formats
         for f in found.files:
-            files.setdefault(f.url, InputFile(f.url, f.size, posixpath.join(part.spec_path, f.relative)))
+            files.setdefault(f.url, dataclasses.replace(f, relative=posixpath.join(part.spec_path, f.relative)))
     return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
 
 
