@@ -62,9 +62,11 @@ REPORT_BATCH_ROWS = 65_536
 _to_json = json.JSONEncoder(sort_keys=True).encode
 
 
-def report_batches(records: Iterable[dict[str, Any]], rows: int = REPORT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The records as batches of REPORT_SCHEMA of at most `rows` rows each, in their order, JSON
-    text where a field is a mapping or a list; `records` is read once (a generator will do)."""
+def report_batches(records: Iterable[dict[str, Any]], rows: int | None = None) -> Iterator[pa.RecordBatch]:
+    """The records as batches of REPORT_SCHEMA of at most `rows` (REPORT_BATCH_ROWS) rows each,
+    in their order, JSON text where a field is a mapping or a list; `records` is read once (a
+    generator will do)."""
+    rows = rows or REPORT_BATCH_ROWS
     batch: list[dict[str, Any]] = []
     for record in records:
         batch.append(record)
