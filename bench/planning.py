@@ -141,31 +141,111 @@ def measure(files: int) -> dict[str, Any]:
             "peak_rss": max(s["peak_rss"] for s in stages)}
 
 
-def run(sizes: list[int]) -> dict[str, Any]:
-    """Each size measured in a fresh process (peaks of one size do not hide the next's)."""
+def listing(partitions: int, latency: float) -> list[dict[str, Any]]:
+    """Discovery of `partitions` partition folders on moto behind the latency proxy, one by one
+    (LISTING_THREADS = 1) and LISTING_THREADS at once: requests and wall seconds, and whether both
+    found the same files with the same requests."""
+    from pageindex.io import discovery
+    from pageindex.job.catalog import CatalogTable, Partition, table_files
+    from tests.helpers import s3 as s3h
+    from tests.helpers.fault_proxy import FaultProxy
+
+    threads = discovery.LISTING_THREADS
+    rows = []
+    with s3h.moto_s3_server() as endpoint:
+        bucket, client = s3h.create_bucket(endpoint), s3h.boto3_client(endpoint)
+        for i in range(partitions):
+            for key in (f"t/day={i:04d}/part-0.parquet", f"t/day={i:04d}/_SUCCESS", f"other/p={i:04d}/part-0.parquet"):
+                client.put_object(Bucket=bucket, Key=key, Body=b"x")
+        table = CatalogTable("db.t", f"s3://{bucket}/t", "parquet", tuple(
+            Partition(f"s3://{bucket}/other/p={i:04d}", f"p={i:04d}") for i in range(partitions)))
+        with FaultProxy(endpoint, latency=latency) as proxy:
+            options = s3h.storage_options(proxy.endpoint)
+            cases = (("a glob over the partitions", lambda: discovery.discover([f"s3://{bucket}/t/day=*"], options)),
+                     ("each partition an input", lambda: discovery.discover(
+                         [f"s3://{bucket}/t/day={i:04d}" for i in range(partitions)], options)),
+                     ("catalog partitions outside the table location", lambda: table_files(table, options)))
+            for what, fn in cases:
+                got = []
+                for n in (1, threads):
+                    discovery.LISTING_THREADS = n
+                    proxy.reset()
+                    started = time.perf_counter()
+                    found = fn()
+                    got.append((time.perf_counter() - started, found, sorted((r.operation, r.path) for r in proxy.log)))
+                discovery.LISTING_THREADS = threads
+                (serial, a, ra), (parallel, b, rb) = got
+                rows.append({"case": what, "partitions": partitions, "files": len(b.files), "requests": len(rb),
+                             "serial_seconds": round(serial, 2), "parallel_seconds": round(parallel, 2),
+                             "threads": threads, "same_files": a == b, "same_requests": ra == rb})
+    return rows
+
+
+def run(sizes: list[int], partitions: int, latency: float) -> dict[str, Any]:
+    """Each size measured in a fresh process (peaks of one size do not hide the next's), then
+    the listing of `partitions` partitions on moto (none: 0)."""
     rows = []
     for n in sizes:
         done = subprocess.run([sys.executable, "-m", "bench.planning", "--one", str(n)], cwd=ROOT,
                               capture_output=True, text=True, check=True)
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"planning: {n:,} files: {rows[-1]['driver_seconds']:.1f}s, peak "
+        print(f"planning: {n:,} files: {rows[-1]['driver_cpu']:.1f} CPU s, peak "
               f"{rows[-1]['peak_rss'] / 1e6:.0f} MB", file=sys.stderr)
-    return {"sizes": rows, "per_partition": PER_PARTITION, "target_task_bytes": TARGET_TASK_BYTES}
+    return {"sizes": rows, "per_partition": PER_PARTITION, "target_task_bytes": TARGET_TASK_BYTES,
+            "latency_ms": round(latency * 1000), "listing": listing(partitions, latency) if partitions else []}
+
+
+def section(results: dict[str, Any]) -> list[str]:
+    """The RESULTS.md section of a run's results."""
+    out = [HEADING, "",
+           "The Spark job's driver for a lake of N files: a synthetic listing (an fsspec filesystem "
+           f"answering `find` as s3fs would, {results['per_partition']:,} files and a _SUCCESS per partition; "
+           "no object exists), then discovery's post-processing (`discover`), `check_modes`, `pack` "
+           f"(target {results['target_task_bytes'] >> 20} MiB), and for N records as `collect` returns them, "
+           "`summary` and `write_report` (Parquet). Each size in a process of its own; peak RSS is VmHWM, "
+           "reset before each stage; CPU seconds are the process's (a shared machine disturbs wall "
+           "seconds much more).", "",
+           "| files | stage | wall s | CPU s | CPU µs per file | peak RSS | RSS held after |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for row in results["sizes"]:
+        for st in row["stages"]:
+            out.append(f"| {row['files']:,} | {st['stage']} | {st['seconds']:.2f} | {st['cpu']:.2f} | "
+                       f"{st['cpu'] / row['files'] * 1e6:.1f} | {st['peak_rss'] / 1e6:,.0f} MB | "
+                       f"{st['rss_after'] / 1e6:,.0f} MB |")
+        out.append(f"| {row['files']:,} | **driver total** (records excluded) | {row['driver_seconds']:.2f} | "
+                   f"{row['driver_cpu']:.2f} | {row['driver_cpu'] / row['files'] * 1e6:.1f} | "
+                   f"{row['peak_rss'] / 1e6:,.0f} MB | |")
+    out.append("")
+    if results.get("listing"):
+        out += [f"Listing on moto behind the latency proxy ({results['latency_ms']} ms per request): "
+                f"one by one and {results['listing'][0]['threads']} at once (`LISTING_THREADS`).", "",
+                "| case | partitions | files | requests | one by one | at once | same files, same requests |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+        out += [f"| {r['case']} | {r['partitions']} | {r['files']} | {r['requests']} | {r['serial_seconds']:.2f} s | "
+                f"{r['parallel_seconds']:.2f} s | {'yes' if r['same_files'] and r['same_requests'] else 'NO'} |"
+                for r in results["listing"]]
+        out.append("")
+    return out
+
+
+HEADING = "## Planning at lake scale (the job's driver)"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", default=",".join(map(str, SIZES)), help="comma-separated sizes")
+    parser.add_argument("--partitions", type=int, default=200, help="partitions listed on moto (0: none)")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="the proxy's latency per request")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(args.one)))
         return
-    results = run([int(n) for n in args.files.split(",")])
+    results = run([int(n) for n in args.files.split(",")], args.partitions, args.latency_ms / 1000)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
-    print(json.dumps(results, indent=1))
+    print("\n".join(section(results)))
 
 
 if __name__ == "__main__":

@@ -83,9 +83,23 @@ def _batch(records: list[dict[str, Any]]) -> pa.RecordBatch:
         default = DEFAULTS.get(field.name)
         values = [r.get(field.name, default) for r in records]
         if field.name in COUNTED_REASONS + LISTS:
-            values = [_to_json(v) for v in values]
+            values = _json_texts(values)
         columns.append(pa.array(values, type=field.type))
     return pa.RecordBatch.from_arrays(columns, schema=REPORT_SCHEMA)
+
+
+def _json_texts(values: list[Any]) -> list[str]:
+    """Each value as JSON text, encoded once per distinct value: most records repeat a few (no
+    reasons, no notes), and their repr (insertion order kept) names the value for the memo."""
+    memo: dict[str, str] = {}
+    out = []
+    for value in values:
+        key = repr(value)
+        text = memo.get(key)
+        if text is None:
+            text = memo[key] = _to_json(value)
+        out.append(text)
+    return out
 
 
 def report_table(records: Iterable[dict[str, Any]]) -> pa.Table:
