@@ -237,9 +237,14 @@ def each(fn: Callable[[T], R], items: list[T], threads: int | None = None) -> li
         return list(pool.map(fn, items))
 
 
-def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -> Discovery:
+# How a list of listings runs: fn of each item, results in their order (`each` by default).
+Mapper = Callable[[Callable[[Any], Any], list], list]
+
+
+def discover(inputs: list[str], storage_options: dict[str, Any] | None = None,
+             listings: Mapper | None = None) -> Discovery:
     """The files of every input (each once, in path order) and the table roots among them."""
-    found = discover_each(inputs, storage_options)
+    found = discover_each(inputs, storage_options, listings=listings)
     files: dict[str, InputFile] = {}
     formats: list[tuple[str, str]] = []
     for one in found:
@@ -254,10 +259,11 @@ def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -
 
 
 def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = None,
-                  missing_ok: bool = False) -> list[Discovery | None]:
+                  missing_ok: bool = False, listings: Mapper | None = None) -> list[Discovery | None]:
     """Each input's Discovery (None for one that does not exist, with `missing_ok`), its inputs
     and their globs' matches listed LISTING_THREADS at once on an object store: the same
-    requests and the same result as one by one."""
+    requests and the same result as one by one. `listings` runs the matches' listings instead
+    (the job's lists many on Spark); local inputs are always listed here."""
     storage_options = storage_options or {}
     resolved = []
     for raw in inputs:
@@ -266,11 +272,13 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
             # A long-lived driver must see the store as it is now, not as an earlier run listed it.
             fs.invalidate_cache()
         resolved.append((raw, fs, path))
-    threads = 1 if all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved) else LISTING_THREADS
+    local = all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved)  # a disk, not a store's latency
+    threads = 1 if local else LISTING_THREADS
     matched = each(lambda item: _guarded(item[0], missing_ok, _matches, *item), resolved, threads)
     work = [(raw, fs, match, root) for (raw, fs, _), (matches, root) in zip(resolved, matched) if matches
             for match in matches]
-    listed = each(lambda item: _guarded(item[0], missing_ok, _listing, *item), work, threads)
+    run = listings if listings is not None and not local else functools.partial(each, threads=threads)
+    listed = run(functools.partial(_listed, missing_ok), work)
     kinds = iter(_guarded_formats(work, listed))
     out: dict[str, tuple[list[InputFile], list[tuple[str, str]]] | None] = {}
     for (raw, fs, match, _), got, kind in zip(work, listed, kinds):
@@ -281,6 +289,11 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
         files += got[0]
         formats += [(raw, kind)] if kind else [(_with_protocol(fs, where, raw), k) for where, k in got[1]]
     return [None if out.get(raw) is None else _one(*out[raw]) for raw in inputs]
+
+
+def _listed(missing_ok: bool, item: tuple[str, Any, str, str | None]
+            ) -> tuple[list[InputFile], list[tuple[str, str]], str] | None:
+    return _guarded(item[0], missing_ok, _listing, *item)
 
 
 def _one(files: list[InputFile], formats: list[tuple[str, str]]) -> Discovery:
