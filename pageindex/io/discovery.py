@@ -107,7 +107,7 @@ def _visible(entries: dict[str, dict], path: str) -> dict[str, dict]:
         if not hidden and not _hidden_name(base):
             visible[name] = info
     names = sorted(visible)
-    if any(_REAL in info for info in visible.values()):  # a local walk's: links may repeat a file
+    if _REAL in next(iter(visible.values()), {}):  # a local walk's (it marks every entry): links may repeat a file
         names = _first_of_each(names, lambda n: visible[n].get(_REAL))
     return {name: visible[name] for name in names}
 
@@ -245,6 +245,9 @@ def discover(inputs: list[str], storage_options: dict[str, Any] | None = None,
              listings: Mapper | None = None) -> Discovery:
     """The files of every input (each once, in path order) and the table roots among them."""
     found = discover_each(inputs, storage_options, listings=listings)
+    if len(found) == 1:  # each file once, in path order already
+        assert found[0] is not None
+        return found[0]
     files: dict[str, InputFile] = {}
     formats: list[tuple[str, str]] = []
     for one in found:
@@ -297,6 +300,8 @@ def _listed(missing_ok: bool, item: tuple[str, Any, str, str | None]
 
 
 def _one(files: list[InputFile], formats: list[tuple[str, str]]) -> Discovery:
+    if all(a.url < b.url for a, b in zip(files, files[1:])):  # one match's files (or disjoint, in order)
+        return Discovery(tuple(files), tuple(formats))
     unique = {f.url: f for f in reversed(files)}  # the first of a URL two matches reach
     return Discovery(tuple(unique[url] for url in sorted(unique)), tuple(formats))
 
