@@ -29,6 +29,8 @@ PER_PARTITION = 1_000
 PROTOCOL = "synthlake"
 ROOT_PATH = "lake/events"
 TARGET_TASK_BYTES = 256 << 20
+LISTING = "listing (as s3fs's find returns it; synthetic)"
+RECORDS = "records (as collect returns them; synthetic)"
 
 
 class SyntheticLake(AbstractFileSystem):
@@ -116,17 +118,18 @@ def measure(files: int) -> dict[str, Any]:
     register_implementation(PROTOCOL, SyntheticLake, clobber=True)
     SyntheticLake.files = files
     fs = SyntheticLake()
-    listing = fs._entries()  # built once; `find` then hands the same dict to discovery
     stages: list[dict] = []
-    SyntheticLake._entries = lambda self: listing  # type: ignore[method-assign]
     baseline = _vm("VmRSS")
+    # built once, as s3fs's find would return it; `find` then hands the same dict to discovery
+    listing = _stage(stages, LISTING, fs._entries)
+    SyntheticLake._entries = lambda self: listing  # type: ignore[method-assign]
     found = _stage(stages, "discover", lambda: discover([f"{PROTOCOL}://{ROOT_PATH}"]))
     assert len(found.files) == files, len(found.files)
     del listing
     SyntheticLake._entries = lambda self: {}  # type: ignore[method-assign]
     _stage(stages, "check_modes", lambda: check_modes(found, in_place=False))
     tasks = _stage(stages, "pack", lambda: pack(list(found.files), TARGET_TASK_BYTES))
-    records = _stage(stages, "records (as collect returns them)",
+    records = _stage(stages, RECORDS,
                      lambda: sorted((_record(f) for task in tasks for f in task), key=lambda r: r["path"]))
     del tasks
     _stage(stages, "summary", lambda: summary(records, 3600.0))
@@ -136,8 +139,8 @@ def measure(files: int) -> dict[str, Any]:
         report_bytes = os.path.getsize(report)
     return {"files": files, "partitions": -(-files // PER_PARTITION), "baseline_rss": baseline,
             "report_bytes": report_bytes, "stages": stages,
-            "driver_seconds": round(sum(s["seconds"] for s in stages if not s["stage"].startswith("records")), 3),
-            "driver_cpu": round(sum(s["cpu"] for s in stages if not s["stage"].startswith("records")), 3),
+            "driver_seconds": round(sum(s["seconds"] for s in stages if s["stage"] not in (LISTING, RECORDS)), 3),
+            "driver_cpu": round(sum(s["cpu"] for s in stages if s["stage"] not in (LISTING, RECORDS)), 3),
             "peak_rss": max(s["peak_rss"] for s in stages)}
 
 
@@ -212,9 +215,22 @@ def section(results: dict[str, Any]) -> list[str]:
             out.append(f"| {row['files']:,} | {st['stage']} | {st['seconds']:.2f} | {st['cpu']:.2f} | "
                        f"{st['cpu'] / row['files'] * 1e6:.1f} | {st['peak_rss'] / 1e6:,.0f} MB | "
                        f"{st['rss_after'] / 1e6:,.0f} MB |")
-        out.append(f"| {row['files']:,} | **driver total** (records excluded) | {row['driver_seconds']:.2f} | "
+        out.append(f"| {row['files']:,} | **driver total** (synthetic stages excluded) | {row['driver_seconds']:.2f} | "
                    f"{row['driver_cpu']:.2f} | {row['driver_cpu'] / row['files'] * 1e6:.1f} | "
                    f"{row['peak_rss'] / 1e6:,.0f} MB | |")
+    out += ["", "Bytes per file at the peak (peak RSS less the RSS before the listing, over N): "
+            + ", ".join(f"{_per_file(row):,.0f} B for {row['files']:,} files" for row in results["sizes"]) + "."]
+    if results.get("before"):
+        out += ["", f"Before the changes these figures came with ({results['before']['what']}):", "",
+                "| files | stage | CPU s before | CPU s now | peak RSS before | peak RSS now |",
+                "| ---: | --- | ---: | ---: | ---: | ---: |"]
+        now = {(r["files"], st["stage"]): st for r in results["sizes"] for st in r["stages"]}
+        for row in results["before"]["sizes"]:
+            for st in row["stages"]:
+                if (row["files"], st["stage"]) in now and st["stage"] not in (LISTING, RECORDS):
+                    new = now[(row["files"], st["stage"])]
+                    out.append(f"| {row['files']:,} | {st['stage']} | {st['cpu']:.2f} | {new['cpu']:.2f} | "
+                               f"{st['peak_rss'] / 1e6:,.0f} MB | {new['peak_rss'] / 1e6:,.0f} MB |")
     out.append("")
     if results.get("listing"):
         out += [f"Listing on moto behind the latency proxy ({results['latency_ms']} ms per request): "
@@ -231,18 +247,26 @@ def section(results: dict[str, Any]) -> list[str]:
 HEADING = "## Planning at lake scale (the job's driver)"
 
 
+def _per_file(row: dict[str, Any]) -> float:
+    return (row["peak_rss"] - row["baseline_rss"]) / row["files"]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", default=",".join(map(str, SIZES)), help="comma-separated sizes")
     parser.add_argument("--partitions", type=int, default=200, help="partitions listed on moto (0: none)")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="the proxy's latency per request")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    parser.add_argument("--before", type=Path, help="an earlier run's --json, shown beside this one's")
+    parser.add_argument("--before-what", default="an earlier tree", help="what the earlier run measured")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(args.one)))
         return
     results = run([int(n) for n in args.files.split(",")], args.partitions, args.latency_ms / 1000)
+    if args.before:
+        results["before"] = {"what": args.before_what, "sizes": json.loads(args.before.read_text())["sizes"]}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print("\n".join(section(results)))
