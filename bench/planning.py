@@ -221,7 +221,7 @@ def section(results: dict[str, Any]) -> list[str]:
     out += ["", "Bytes per file at the peak (peak RSS less the RSS before the listing, over N): "
             + ", ".join(f"{_per_file(row):,.0f} B for {row['files']:,} files" for row in results["sizes"]) + "."]
     if results.get("before"):
-        out += ["", f"Before the changes these figures came with ({results['before']['what']}):", "",
+        out += ["", f"The same measures before ({results['before']['what']}):", "",
                 "| files | stage | CPU s before | CPU s now | peak RSS before | peak RSS now |",
                 "| ---: | --- | ---: | ---: | ---: | ---: |"]
         now = {(r["files"], st["stage"]): st for r in results["sizes"] for st in r["stages"]}
@@ -241,6 +241,10 @@ def section(results: dict[str, Any]) -> list[str]:
                 f"{r['parallel_seconds']:.2f} s | {'yes' if r['same_files'] and r['same_requests'] else 'NO'} |"
                 for r in results["listing"]]
         out.append("")
+        before = {r["case"]: r for r in (results.get("before") or {}).get("listing", [])}
+        if before:
+            out += ["Before: " + "; ".join(f"{case}: {r['requests']} requests, {r['serial_seconds']:.2f} s"
+                                           for case, r in before.items()) + ".", ""]
     return out
 
 
@@ -266,7 +270,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     results = run([int(n) for n in args.files.split(",")], args.partitions, args.latency_ms / 1000)
     if args.before:
-        results["before"] = {"what": args.before_what, "sizes": json.loads(args.before.read_text())["sizes"]}
+        earlier = json.loads(args.before.read_text())
+        results["before"] = {"what": args.before_what, "sizes": earlier["sizes"], "listing": earlier.get("listing", [])}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print("\n".join(section(results)))
