@@ -3,8 +3,9 @@
 For each N, in a process of its own: a synthetic listing of N objects (an fsspec filesystem whose
 `find` answers what s3fs's would for a Hive-partitioned table, 1,000 files per partition, a
 _SUCCESS in each; no object exists), then the driver's stages as the Spark job runs them:
-discovery's post-processing (`discover`), `check_modes`, `pack`, and for N records as `collect`
-returns them, `summary` and `write_report` (Parquet). Each stage's seconds and its peak RSS
+discovery's post-processing (`discover`, and `table_files` for the same files as a catalog table's
+partitions), `check_modes`, `pack`, and for N records as `collect` returns them, `summary` and
+`write_report` (Parquet). Each stage's seconds and its peak RSS
 (VmHWM, reset before each stage through /proc/self/clear_refs), and the RSS held after it;
 CPU seconds besides wall seconds, which a shared machine disturbs much less.
 """
@@ -111,6 +112,7 @@ def _record(f: Any) -> dict[str, Any]:
 def measure(files: int) -> dict[str, Any]:
     """The driver's stages for a synthetic lake of `files` objects, in this process."""
     from pageindex.io.discovery import discover
+    from pageindex.job.catalog import CatalogTable, Partition, table_files
     from pageindex.job.report import summary, write_report
     from pageindex.job.spark import check_modes
     from pageindex.job.tasks import pack
@@ -125,6 +127,12 @@ def measure(files: int) -> dict[str, Any]:
     SyntheticLake._entries = lambda self: listing  # type: ignore[method-assign]
     found = _stage(stages, "discover", lambda: discover([f"{PROTOCOL}://{ROOT_PATH}"]))
     assert len(found.files) == files, len(found.files)
+    # The same files as a catalog table's, every partition listed by the metastore (below the location).
+    table = CatalogTable("db.events", f"{PROTOCOL}://{ROOT_PATH}", "parquet", tuple(
+        Partition(f"{PROTOCOL}://{ROOT_PATH}/day={i:05d}", f"day={i:05d}") for i in range(-(-files // PER_PARTITION))))
+    in_table = _stage(stages, "table_files (--table, partitions from the catalog)", lambda: table_files(table, {}))
+    assert in_table.files == found.files
+    del in_table
     del listing
     SyntheticLake._entries = lambda self: {}  # type: ignore[method-assign]
     _stage(stages, "check_modes", lambda: check_modes(found, in_place=False))
@@ -203,7 +211,8 @@ def section(results: dict[str, Any]) -> list[str]:
     out = [HEADING, "",
            "The Spark job's driver for a lake of N files: a synthetic listing (an fsspec filesystem "
            f"answering `find` as s3fs would, {results['per_partition']:,} files and a _SUCCESS per partition; "
-           "no object exists), then discovery's post-processing (`discover`), `check_modes`, `pack` "
+           "no object exists), then discovery's post-processing (`discover`, and `table_files` for the same files "
+           "as a catalog table's partitions), `check_modes`, `pack` "
            f"(target {results['target_task_bytes'] >> 20} MiB), and for N records as `collect` returns them, "
            "`summary` and `write_report` (Parquet). Each size in a process of its own; peak RSS is VmHWM, "
            "reset before each stage; CPU seconds are the process's (a shared machine disturbs wall "
