@@ -19,12 +19,11 @@ def on_spark(spark: Any) -> Mapper:
     for millions of objects is the driver's largest CPU cost). Results come back in the items'
     order; the first item's PageIndexError (in their order) is raised on the driver, typed as
     it was raised on the executor."""
-    threshold = int(spark.conf.get(THRESHOLD, DEFAULTS[THRESHOLD]))
-    parallelism = int(spark.conf.get(PARALLELISM, DEFAULTS[PARALLELISM]))
-
     def run(fn: Callable[[Any], Any], items: list) -> list:
-        if len(items) <= threshold:
+        # Asked when there is something to list: an input that does not exist is reported first.
+        if len(items) <= int(spark.conf.get(THRESHOLD, DEFAULTS[THRESHOLD])):
             return each(fn, items)
+        parallelism = int(spark.conf.get(PARALLELISM, DEFAULTS[PARALLELISM]))
         sc = spark.sparkContext
         sc.setJobDescription(f"pageindex: listing {len(items)} directories")
         try:
