@@ -1,7 +1,7 @@
 """Render bench results (the dict bench.run collects) as RESULTS.md and a console summary.
 
-`python -m bench.report --bloom JSON --objstore JSON` puts a separate bench.bloom or bench.objstore
-run's section into RESULTS.md.
+`python -m bench.report --bloom JSON --objstore JSON --planning JSON` puts a separate bench.bloom,
+bench.objstore or bench.planning run's section into RESULTS.md.
 """
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import argparse
 import datetime
 import json
 from pathlib import Path
+
+from bench import planning
 
 MB = 1e6
 MiB = 1 << 20
@@ -723,6 +725,9 @@ def render(results: dict) -> tuple[str, str]:
     if results.get("bloom"):
         out += bloom_section(results["bloom"])
 
+    if results.get("planning"):
+        out += planning.section(results["planning"])
+
     rows = checks(results)
     out += [TARGETS_HEADING, "",
             "Verdicts on wall time (the targets as stated) and, for the speed targets, on CPU time, "
@@ -783,6 +788,14 @@ def splice_objstore(text: str, section: dict, source: str) -> str:
     return _splice(text, OBJSTORE_HEADING, lines, (BLOOM_HEADING, TARGETS_HEADING))
 
 
+def splice_planning(text: str, section: dict, source: str) -> str:
+    """RESULTS.md's text with its planning section replaced by `section`'s, marked as a separate run."""
+    lines = planning.section(section)
+    lines[1:1] = ["", f"From a separate `{source}` on {datetime.date.today().isoformat()}, not the `make bench` "
+                  "run above."]
+    return _splice(text, planning.HEADING, lines, (TARGETS_HEADING,))
+
+
 def _splice(text: str, heading: str, lines: list[str], before: tuple[str, ...]) -> str:
     """`text` with the section under `heading` replaced by `lines` or, when it has none, `lines`
     inserted ahead of the first of the `before` headings found (else at the end): the full run's
@@ -800,15 +813,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.splitlines()[2:4]))
     parser.add_argument("--bloom", type=Path, help="bench.bloom's --json output")
     parser.add_argument("--objstore", type=Path, help="bench.objstore's --json output")
+    parser.add_argument("--planning", type=Path, help="bench.planning's --json output")
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = parser.parse_args(argv)
-    if args.bloom is None and args.objstore is None:
-        parser.error("give --bloom or --objstore (or both)")
+    if args.bloom is None and args.objstore is None and args.planning is None:
+        parser.error("give --bloom, --objstore or --planning (or several)")
     text = args.results.read_text()
     if args.objstore is not None:
         text = splice_objstore(text, json.loads(args.objstore.read_text()), "python -m bench.objstore --rounds 3")
     if args.bloom is not None:
         text = splice_bloom(text, json.loads(args.bloom.read_text()), "python -m bench.bloom")
+    if args.planning is not None:
+        text = splice_planning(text, json.loads(args.planning.read_text()), "python -m bench.planning")
     args.results.write_text(text)
 
 

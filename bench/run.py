@@ -6,7 +6,8 @@ rewrite with page index, a Spark full rewrite (local[1], job time only), and flo
 cp, cp+fsync, pyarrow read_table). Repetitions are interleaved (round 1: every tool on every
 dataset, then round 2, ...) and medians reported. Then query effects before/after retrofit
 (Spark, DataFusion, pageindex lookup), index sizes, (full run only) scale cases, the object-store
-part (bench.objstore, --no-objstore skips it) and the bloom filter part (bench.bloom, --no-bloom).
+part (bench.objstore, --no-objstore skips it), the bloom filter part (bench.bloom, --no-bloom) and the
+planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning).
 
 Results: bench/RESULTS.md (full) or bench/RESULTS-quick.md (--quick); raw numbers in
 bench/out/results[-quick].json.
@@ -71,6 +72,7 @@ class Config:
     reflink_dir: Path | None = None
     objstore: bool = True
     bloom: bool = True
+    planning: bool = True
 
 
 def parse_size(text: str) -> int:
@@ -95,6 +97,8 @@ def config(argv: list[str] | None) -> Config:
                    help="skip the object-store part (bench.objstore: moto behind a 20 ms proxy)")
     p.add_argument("--no-bloom", action="store_true",
                    help="skip the bloom filter part (bench.bloom: cost of filters and what they prune)")
+    p.add_argument("--no-planning", action="store_true",
+                   help="skip the planning part (bench.planning: the job's driver for 10^5-10^6 files)")
     p.add_argument("--scale", choices=("auto", "yes", "no", "only"), default="auto",
                    help="scale cases: auto = full run only")
     p.add_argument("--scale-factor", type=float, default=1.0,
@@ -126,7 +130,7 @@ def config(argv: list[str] | None) -> Config:
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
-                  a.reflink_dir, not a.no_objstore, not a.no_bloom)
+                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -552,6 +556,13 @@ def run_bloom(cfg: Config) -> dict | None:
     return _run_part("bloom filter", "bloom", ["--rows", str(rows)])
 
 
+def run_planning(cfg: Config) -> dict | None:
+    """bench.planning in its own process (10^5 files in --quick, else 10^5 and 10^6)."""
+    sizes = "100000" if cfg.quick else "100000,1000000"
+    log(f"planning: bench.planning, {sizes} files")
+    return _run_part("planning", "planning", ["--files", sizes])
+
+
 def _run_part(what: str, module: str, args: list[str]) -> dict | None:
     """`python -m bench.<module> ARGS --json FILE`'s results, or None if it failed."""
     out = OUT / f"{module}.json"
@@ -673,6 +684,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["bloom"] = run_bloom(cfg)
         results["timings"]["bloom"] = time.monotonic() - started
+
+    if cfg.planning:
+        started = time.monotonic()
+        results["planning"] = run_planning(cfg)
+        results["timings"]["planning"] = time.monotonic() - started
 
     for ds in dsets:  # keep bench/out small: outputs were only needed for sizes and queries
         for suffix in (".retrofit.parquet", ".retrofit_trust.parquet", ".pa_rewrite.parquet"):

@@ -6,12 +6,14 @@ its paths in sorted order, and a link back to a directory it lies in is not foll
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import posixpath
 import stat
 from dataclasses import dataclass
-from typing import Any, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, TypeVar
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -19,7 +21,7 @@ from pageindex.errors import MissingInputError
 from pageindex.io.storage import normalize_url, resolve, storage_errors
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million of them in a driver
 class InputFile:
     """One file to process: its URL, size, and where it sits below the input it came from."""
 
@@ -38,9 +40,14 @@ class Discovery:
 
 
 def _with_protocol(fs: Any, path: str, like: str) -> str:
-    if "://" in normalize_url(like):
-        return normalize_url(like).split("://", 1)[0] + "://" + path
-    return path
+    return _protocol_of(like) + path
+
+
+@functools.lru_cache(maxsize=64)  # once per input, not per file
+def _protocol_of(like: str) -> str:
+    """"s3://" when `like` is an s3:// (s3a://, ...) URL, "" for a local path."""
+    url = normalize_url(like)
+    return url.split("://", 1)[0] + "://" if "://" in url else ""
 
 
 def is_hidden(relative: str) -> bool:
@@ -61,6 +68,8 @@ def _formats_below(root: str, names: list[str]) -> list[tuple[str, str]]:
     metadata/*.metadata.json, found in the files' paths."""
     found = {}
     for name in names:
+        if "_delta_log" not in name and ".hoodie" not in name and "metadata" not in name:
+            continue  # no marker in it: most names of a big listing, passed without a split
         parts = name[len(root):].strip("/").split("/")
         for i, part in enumerate(parts[:-1]):
             kind = _MARKERS.get(part)
@@ -89,10 +98,21 @@ def _visible(entries: dict[str, dict], path: str) -> dict[str, dict]:
     """The files among a listing of `path` that are not hidden below it (Spark's rule), each
     once: of the paths that reach one file through links, the first in sorted order."""
     root = path.rstrip("/") + "/"
-    visible = {name: info for name, info in entries.items()
-               if info.get("type") != "directory"
-               and not is_hidden(name[len(root):] if name.startswith(root) else posixpath.basename(name))}
-    return {name: visible[name] for name in _first_of_each(sorted(visible), lambda n: visible[n].get(_REAL))}
+    hidden_dirs: dict[str, bool] = {}  # a directory's files share its verdict: one check each
+    visible = {}
+    for name, info in entries.items():
+        if info.get("type") == "directory":
+            continue
+        folder, _, base = (name[len(root):] if name.startswith(root) else posixpath.basename(name)).rpartition("/")
+        hidden = hidden_dirs.get(folder)
+        if hidden is None:
+            hidden = hidden_dirs[folder] = is_hidden(folder)
+        if not hidden and not _hidden_name(base):
+            visible[name] = info
+    names = sorted(visible)
+    if _REAL in next(iter(visible.values()), {}):  # a local walk's (it marks every entry): links may repeat a file
+        names = _first_of_each(names, lambda n: visible[n].get(_REAL))
+    return {name: visible[name] for name in names}
 
 
 # The key of a local listing's entries holding the file's (device, inode): its identity.
@@ -177,18 +197,48 @@ def listed_version(fs: Any, name: str, info: dict) -> str | None:
 
 def table_format(fs: Any, path: str) -> str | None:
     """The table format whose root is `path` or one of its ancestors, if any."""
-    current = path.rstrip("/")
+    return _table_formats([(path, fs, path)])[0]
+
+
+def _table_formats(starts: list[tuple[str, Any, str]]) -> list[str | None]:
+    """table_format of each (input, fs, directory), each directory checked once however many
+    starts lie below it (a glob's thousand partitions share their ancestors), a level at a time,
+    the directories of one level at once: the same checks whatever the threads' timing. An
+    error names the first input whose check met it."""
+    chains = [(raw, fs, _ancestors(fs, path)) for raw, fs, path in starts]
+    known: dict[tuple[int, str], str | None] = {}
+    for level in range(max((len(chain) for _, _, chain in chains), default=0)):
+        todo: dict[tuple[int, str], tuple[str, Any, str]] = {}
+        for raw, fs, chain in chains:
+            if level < len(chain) and not any(known[(id(fs), d)] for d in chain[:level]):
+                todo.setdefault((id(fs), chain[level]), (raw, fs, chain[level]))
+        todo = {key: where for key, where in todo.items() if key not in known}
+        known.update(zip(todo, each(lambda where: _guarded(where[0], False, _marked, *where),
+                                    list(todo.values()))))
+    return [next((known[(id(fs), d)] for d in chain if known.get((id(fs), d))), None)
+            for _, fs, chain in chains]
+
+
+def _ancestors(fs: Any, path: str) -> list[str]:
+    """`path` and the directories above it that may be a table's root, nearest first."""
+    out, current = [], path.rstrip("/")
     while current and current not in ("/", "."):
-        if fs.exists(posixpath.join(current, "_delta_log")):
-            return "delta"
-        if fs.exists(posixpath.join(current, ".hoodie")):
-            return "hudi"
-        if fs.glob(posixpath.join(current, "metadata", "*.metadata.json")):
-            return "iceberg"
+        out.append(current)
         parent = posixpath.dirname(current)
         if parent == current or (fs.protocol != "file" and "/" not in current):
             break
         current = parent
+    return out
+
+
+def _marked(raw: str, fs: Any, directory: str) -> str | None:
+    """The table format whose root `directory` is, if any."""
+    if fs.exists(posixpath.join(directory, "_delta_log")):
+        return "delta"
+    if fs.exists(posixpath.join(directory, ".hoodie")):
+        return "hudi"
+    if fs.glob(posixpath.join(directory, "metadata", "*.metadata.json")):
+        return "iceberg"
     return None
 
 
@@ -199,18 +249,109 @@ def input_root(raw: str, storage_options: dict[str, Any] | None = None) -> str:
     return _with_protocol(fs, glob_root(path) if any(c in path for c in "*?[") else path, raw)
 
 
-def discover(inputs: list[str], storage_options: dict[str, Any] | None = None) -> Discovery:
-    storage_options = storage_options or {}
+# Listings in flight at once on the driver: an object store answers each request after a
+# latency, so a thousand partitions listed one by one wait a thousand latencies.
+LISTING_THREADS = 16
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each(fn: Callable[[T], R], items: list[T], threads: int | None = None) -> list[R]:
+    """fn of each item, in their order, up to `threads` (LISTING_THREADS) at once; the first
+    item's error (in their order) is raised, as a loop would raise it."""
+    threads = LISTING_THREADS if threads is None else threads
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="pageindex-list") as pool:
+        return list(pool.map(fn, items))
+
+
+# How a list of listings runs: fn of each item, results in their order (`each` by default).
+Mapper = Callable[[Callable[[Any], Any], list], list]
+
+
+def discover(inputs: list[str], storage_options: dict[str, Any] | None = None,
+             listings: Mapper | None = None) -> Discovery:
+    """The files of every input (each once, in path order) and the table roots among them."""
+    found = discover_each(inputs, storage_options, listings=listings)
+    if len(found) == 1:  # each file once, in path order already
+        assert found[0] is not None
+        return found[0]
     files: dict[str, InputFile] = {}
     formats: list[tuple[str, str]] = []
-    for raw in inputs:
-        # An unreachable store, bad credentials: a StorageError naming the input, not a traceback.
-        with storage_errors("list", raw):
-            _discover_one(raw, storage_options, files, formats)
+    for one in found:
+        assert one is not None
+        formats += one.table_formats
+        for f in one.files:
+            files.setdefault(f.url, f)
     urls = sorted(files)
     if len(inputs) > 1:  # one file named by two inputs (a link and its target): listed once
         urls = _first_of_each(urls, _local_identity)
     return Discovery(tuple(files[url] for url in urls), tuple(formats))
+
+
+def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = None,
+                  missing_ok: bool = False, listings: Mapper | None = None) -> list[Discovery | None]:
+    """Each input's Discovery (None for one that does not exist, with `missing_ok`), its inputs
+    and their globs' matches listed LISTING_THREADS at once on an object store: the same
+    requests and the same result as one by one. `listings` runs the matches' listings instead
+    (the job's lists many on Spark); local inputs are always listed here."""
+    storage_options = storage_options or {}
+    resolved = []
+    for raw in inputs:
+        with storage_errors("list", raw):
+            fs, path = resolve(raw, storage_options=storage_options)
+            # A long-lived driver must see the store as it is now, not as an earlier run listed it.
+            fs.invalidate_cache()
+        resolved.append((raw, fs, path))
+    local = all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved)  # a disk, not a store's latency
+    threads = 1 if local else LISTING_THREADS
+    matched = each(lambda item: _guarded(item[0], missing_ok, _matches, *item), resolved, threads)
+    work = [(raw, fs, match, root) for (raw, fs, _), (matches, root) in zip(resolved, matched) if matches
+            for match in matches]
+    run = listings if listings is not None and not local else functools.partial(each, threads=threads)
+    listed = run(functools.partial(_listed, missing_ok), work)
+    kinds = iter(_guarded_formats(work, listed))
+    out: dict[str, tuple[list[InputFile], list[tuple[str, str]]] | None] = {}
+    for (raw, fs, match, _), got, kind in zip(work, listed, kinds):
+        if got is None or out.get(raw, 0) is None:
+            out[raw] = None
+            continue
+        files, formats = out.setdefault(raw, ([], []))
+        files += got[0]
+        formats += [(raw, kind)] if kind else [(_with_protocol(fs, where, raw), k) for where, k in got[1]]
+    return [None if out.get(raw) is None else _one(*out[raw]) for raw in inputs]
+
+
+def _listed(missing_ok: bool, item: tuple[str, Any, str, str | None]
+            ) -> tuple[list[InputFile], list[tuple[str, str]], str] | None:
+    return _guarded(item[0], missing_ok, _listing, *item)
+
+
+def _one(files: list[InputFile], formats: list[tuple[str, str]]) -> Discovery:
+    if all(a.url < b.url for a, b in zip(files, files[1:])):  # one match's files (or disjoint, in order)
+        return Discovery(tuple(files), tuple(formats))
+    unique = {f.url: f for f in reversed(files)}  # the first of a URL two matches reach
+    return Discovery(tuple(unique[url] for url in sorted(unique)), tuple(formats))
+
+
+def _guarded(raw: str, missing_ok: bool, fn: Callable[..., R], *args: Any) -> R | None:
+    """fn(*args) with storage errors naming the input `raw`; None for a missing input when allowed."""
+    try:
+        # An unreachable store, bad credentials: a StorageError naming the input, not a traceback.
+        with storage_errors("list", raw):
+            return fn(*args)
+    except MissingInputError:
+        if missing_ok:
+            return None
+        raise
+
+
+def _guarded_formats(work: list[tuple[str, Any, str, str | None]], listed: list[Any]) -> list[str | None]:
+    """The table format above each listed match (None for the rest)."""
+    kinds = iter(_table_formats([(raw, fs, got[2]) for (raw, fs, _, _), got in zip(work, listed)
+                                 if got is not None]))
+    return [next(kinds) if got is not None else None for got in listed]
 
 
 def _local_identity(url: str) -> tuple[int, int] | None:
@@ -224,11 +365,8 @@ def _local_identity(url: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _discover_one(raw: str, storage_options: dict[str, Any], files: dict[str, InputFile],
-                  formats: list[tuple[str, str]]) -> None:
-    fs, path = resolve(raw, storage_options=storage_options)
-    # A long-lived driver must see the store as it is now, not as an earlier run listed it.
-    fs.invalidate_cache()
+def _matches(raw: str, fs: Any, path: str) -> tuple[list[str], str | None]:
+    """What an input names (a glob's matches, not hidden below its base) and the glob's base."""
     is_glob = any(c in path for c in "*?[")
     root = glob_root(path) if is_glob else None
     matches = fs.glob(path) if is_glob else [path]
@@ -236,15 +374,14 @@ def _discover_one(raw: str, storage_options: dict[str, Any], files: dict[str, In
         matches = [m for m in matches if not is_hidden(m[len(root):].strip("/"))]
     if not matches:
         raise MissingInputError("input matches nothing", path=raw)
-    for match in matches:
-        found, below = _expand(fs, match, raw, root)
-        kind = table_format(fs, match if fs.isdir(match) else posixpath.dirname(match))
-        if kind:
-            formats.append((raw, kind))
-        else:
-            formats += [(_with_protocol(fs, where, raw), k) for where, k in below]
-        for f in found:
-            files.setdefault(f.url, f)
+    return matches, root
+
+
+def _listing(raw: str, fs: Any, match: str, root: str | None
+             ) -> tuple[list[InputFile], list[tuple[str, str]], str]:
+    """_expand of one match, and the directory its table-format check starts from."""
+    found, below = _expand(fs, match, raw, root)
+    return found, below, match if fs.isdir(match) else posixpath.dirname(match)
 
 
 def _expand(fs: Any, path: str, like: str, glob_base: str | None

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pageindex.errors import MissingInputError, UsageError
-from pageindex.io.discovery import Discovery, InputFile, discover
+from pageindex.io.discovery import Discovery, InputFile, Mapper, discover, discover_each
 from pageindex.io.storage import normalize_url, resolve
 
 # Table formats that keep their own list of files: their catalog entry's location is their root.
@@ -158,36 +158,49 @@ def spark_message(err: BaseException) -> str:
     return type(err).__name__
 
 
-def table_files(table: CatalogTable, storage_options: dict[str, Any]) -> Discovery:
+def table_files(table: CatalogTable, storage_options: dict[str, Any], listings: Mapper | None = None) -> Discovery:
     """The files Spark reads for `table`: below its location, or in each listed partition
     (those below the location found in one listing of it, each other one listed on its own).
     A location that does not exist holds no files, as Spark reads it. `relative` is the path
     below the table location, or for a partition elsewhere its values' path (k=v/...) and the
-    path below its location: an --output tree mirrors the table."""
+    path below its location: an --output tree mirrors the table. `listings`: see discover_each."""
     if table.partitions is None:
-        return _discover_or_empty(table.location, storage_options)
+        return _discover_or_empty(table.location, storage_options, listings)
     root = _url(table.location, storage_options)
-    inside = [p for p in table.partitions if _below(_url(p.location, storage_options), root)]
+    inside = {p for p in table.partitions if _below(_url(p.location, storage_options), root)}
     files: dict[str, InputFile] = {}
     formats: list[tuple[str, str]] = []
     if inside:
-        found = _discover_or_empty(table.location, storage_options)
-        prefixes = [_url(p.location, storage_options).rstrip("/") + "/" for p in inside]
-        files.update((f.url, f) for f in found.files if f.url.startswith(tuple(prefixes)))
+        found = _discover_or_empty(table.location, storage_options, listings)
+        prefixes = {_url(p.location, storage_options).rstrip("/") + "/" for p in inside}
+        files.update((f.url, f) for f in found.files if _in_one_of(f.url, prefixes))
         formats += found.table_formats
-    for part in table.partitions:
-        if part in inside:
+    outside = [p for p in table.partitions if p not in inside]
+    # listed LISTING_THREADS at once: a thousand partitions elsewhere wait a few latencies, not a thousand
+    for part, found in zip(outside, discover_each([p.location for p in outside], storage_options,
+                                                       missing_ok=True, listings=listings)):
+        if found is None:  # a location that does not exist holds no files
             continue
-        found = _discover_or_empty(part.location, storage_options)
         formats += found.table_formats
         for f in found.files:
             files.setdefault(f.url, replace(f, relative=posixpath.join(part.spec_path, f.relative)))
     return Discovery(tuple(sorted(files.values(), key=lambda f: f.url)), tuple(formats))
 
 
-def _discover_or_empty(location: str, storage_options: dict[str, Any]) -> Discovery:
+def _in_one_of(url: str, folders: set[str]) -> bool:
+    """Whether `url` lies below one of `folders` (each ending in "/"): a set lookup per level of
+    its path, not a comparison per partition (a million files, ten thousand partitions)."""
+    end = url.find("/")
+    while end != -1:
+        if url[:end + 1] in folders:
+            return True
+        end = url.find("/", end + 1)
+    return False
+
+
+def _discover_or_empty(location: str, storage_options: dict[str, Any], listings: Mapper | None) -> Discovery:
     try:
-        return discover([location], storage_options)
+        return discover([location], storage_options, listings)
     except MissingInputError:
         return Discovery((), ())
 

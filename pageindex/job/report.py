@@ -4,8 +4,9 @@ the end summary: files and bytes per status, pages indexed, failures grouped by 
 from __future__ import annotations
 
 import json
+import operator
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,32 +54,79 @@ REPORT_SCHEMA = pa.schema([
     ("version", pa.string()),  # the file's version after the run (S3 ETag, local mtime in ns), if known
 ])
 DEFAULTS: dict[str, Any] = {"table_version": None, "retryable": False, "notes": [], "version": None}
+_ALL_DEFAULTS = {name: DEFAULTS.get(name) for name in REPORT_SCHEMA.names}  # None: null
+_FIELDS = operator.itemgetter(*REPORT_SCHEMA.names)
 
 
-def report_table(records: list[dict[str, Any]]) -> pa.Table:
-    """The records as a table of REPORT_SCHEMA, JSON text where a field is a mapping or a list."""
-    rows = []
-    for r in records:
-        row = {**DEFAULTS, **r}
-        row.update({key: json.dumps(row[key], sort_keys=True) for key in COUNTED_REASONS + LISTS})
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=REPORT_SCHEMA)
+# Records per Arrow batch (one row group each) of a Parquet report: a run's million records are
+# converted and written batch by batch, so at most one batch is held twice (as dicts and as Arrow).
+REPORT_BATCH_ROWS = 65_536
+# json.dumps(value, sort_keys=True), without building an encoder per call (a report of a million
+# records encodes five values each).
+_to_json = json.JSONEncoder(sort_keys=True).encode
 
 
-def write_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
-    """Parquet (REPORT_SCHEMA) when the path ends in .parquet, JSON lines (the records) otherwise."""
+def report_batches(records: Iterable[dict[str, Any]], rows: int | None = None) -> Iterator[pa.RecordBatch]:
+    """The records as batches of REPORT_SCHEMA of at most `rows` (REPORT_BATCH_ROWS) rows each,
+    in their order, JSON text where a field is a mapping or a list; `records` is read once (a
+    generator will do)."""
+    rows = rows or REPORT_BATCH_ROWS
+    batch: list[dict[str, Any]] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) == rows:
+            yield _batch(batch)
+            batch = []
+    if batch:
+        yield _batch(batch)
+
+
+def _batch(records: list[dict[str, Any]]) -> pa.RecordBatch:
+    # Record by record, then transposed: a million records lie scattered in memory, and reading
+    # each once (not once per column) is what keeps the conversion linear in practice.
+    rows = [_FIELDS({**_ALL_DEFAULTS, **r}) for r in records]
+    columns = []
+    for field, values in zip(REPORT_SCHEMA, zip(*rows) if rows else [()] * len(REPORT_SCHEMA)):
+        if field.name in COUNTED_REASONS + LISTS:
+            values = _json_texts(values)
+        columns.append(pa.array(values, type=field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=REPORT_SCHEMA)
+
+
+def _json_texts(values: Sequence[Any]) -> list[str]:
+    """Each value as JSON text, encoded once per distinct value: most records repeat a few (no
+    reasons, no notes), and their repr (insertion order kept) names the value for the memo."""
+    memo: dict[str, str] = {}
+    out = []
+    for value in values:
+        key = repr(value)
+        text = memo.get(key)
+        if text is None:
+            text = memo[key] = _to_json(value)
+        out.append(text)
+    return out
+
+
+def report_table(records: Iterable[dict[str, Any]]) -> pa.Table:
+    """The records as a table of REPORT_SCHEMA (report_batches' rows)."""
+    return pa.Table.from_batches(list(report_batches(records)), schema=REPORT_SCHEMA)
+
+
+def write_report(records: Iterable[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
+    """Parquet (REPORT_SCHEMA) when the path ends in .parquet, JSON lines (the records) otherwise;
+    written as `records` are read, a batch of REPORT_BATCH_ROWS at a time."""
     fs, path = resolve(url, storage_options=storage_options)
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
     if parent and not fs.exists(parent):
         fs.makedirs(parent, exist_ok=True)
     if path.endswith(".parquet"):
-        table = report_table(records)
-        with fs.open(path, "wb") as out:
-            pq.write_table(table, out)
+        with fs.open(path, "wb") as out, pq.ParquetWriter(out, REPORT_SCHEMA) as writer:
+            for batch in report_batches(records):
+                writer.write_batch(batch)
         return
     with fs.open(path, "w") as out:
         for r in records:
-            out.write(json.dumps(r, sort_keys=True) + "\n")
+            out.write(_to_json(r) + "\n")
 
 
 def format_size(n: float) -> str:
@@ -96,19 +144,22 @@ def file_noun(n: int) -> str:
     return "file" if n == 1 else "files"
 
 
-def summary_document(records: list[dict[str, Any]], seconds: float, code: int, report: str | None
+def summary_document(records: Iterable[dict[str, Any]], seconds: float, code: int, report: str | None
                      ) -> dict[str, Any]:
     """The summary for schedulers: files and bytes per status, failures by reason, the exit code
     and where the report went (None: none asked for, or it could not be written)."""
     statuses: dict[str, dict[str, int]] = {}
+    failures: Counter[str] = Counter()
+    files = bytes_in = bytes_read = 0
     for r in records:
         entry = statuses.setdefault(str(r["status"]), {"files": 0, "bytes": 0})
         entry["files"] += 1
         entry["bytes"] += r["bytes_in"]
-    failures = Counter(f"{r['status']}: {r['reason']}" for r in records if r["status"] in FAILURES)
+        files, bytes_in, bytes_read = files + 1, bytes_in + r["bytes_in"], bytes_read + r["bytes_read"]
+        if r["status"] in FAILURES:
+            failures[f"{r['status']}: {r['reason']}"] += 1
     return {
-        "files": len(records), "bytes_in": sum(r["bytes_in"] for r in records),
-        "bytes_read": sum(r["bytes_read"] for r in records), "seconds": round(seconds, 3),
+        "files": files, "bytes_in": bytes_in, "bytes_read": bytes_read, "seconds": round(seconds, 3),
         "statuses": dict(sorted(statuses.items())), "failures_by_reason": dict(sorted(failures.items())),
         "exit_code": code, "report": report,
     }
@@ -124,68 +175,92 @@ def write_summary_json(document: dict[str, Any], url: str, storage_options: dict
         out.write(json.dumps(document, sort_keys=True) + "\n")
 
 
-def summary(records: list[dict[str, Any]], seconds: float, title: str = "pageindex job",
+class _Tally:
+    """What the summary says of a run's records, summed in one pass over them (a million records
+    are read once, and only the first paths of each failure reason are kept)."""
+
+    def __init__(self) -> None:
+        self.files = self.pages = self.filters = self.read = self.copied = 0
+        self.counts: Counter[str] = Counter()
+        self.sizes: dict[str, int] = defaultdict(int)
+        self.changed: Counter[str] = Counter()
+        self.no_skipping: Counter[str] = Counter()
+        self.without: Counter[str] = Counter()
+        self.fallback: Counter[str] = Counter()
+        self.notes: Counter[str] = Counter()
+        self.failures: dict[str, list] = {}  # reason -> [files, the first three paths]
+
+    def add(self, r: dict[str, Any]) -> None:
+        status = r["status"]
+        self.files += 1
+        self.counts[status] += 1
+        self.sizes[status] += r["bytes_in"]
+        self.read += r["bytes_read"]
+        self.copied += r["copy_bytes_read"]
+        for note in r.get("notes", ()):
+            self.notes[note] += 1
+        if status in WRITTEN:
+            self.pages += r["pages"]
+            self.filters += r.get("bloom_filters", 0)
+            _add(self.changed, r.get("chunk_statistics", {}))
+            if r["no_page_skipping"]:
+                self.no_skipping[r["no_page_skipping"]] += 1
+            _add(self.without, r["without_column_index_reasons"])
+            _add(self.fallback, r["page_stats_fallback_reasons"])
+        elif status in FAILURES:
+            entry = self.failures.setdefault(f"{status}: {r['reason']}", [0, []])
+            entry[0] += 1
+            if len(entry[1]) < 3:
+                entry[1].append(r["path"])
+
+
+def _add(counter: Counter[str], counts: dict[str, int]) -> None:
+    for key, n in counts.items():  # Counter.update's sum, without its per-call overhead
+        counter[key] += n
+
+
+def summary(records: Iterable[dict[str, Any]], seconds: float, title: str = "pageindex job",
             report: str | None = None) -> str:
-    counts = Counter(r["status"] for r in records)
-    sizes: dict[str, int] = defaultdict(int)
+    t = _Tally()
     for r in records:
-        sizes[r["status"]] += r["bytes_in"]
-    lines = [f"{title}: {len(records)} {file_noun(len(records))} in {seconds:.1f}s"]
+        t.add(r)
+    lines = [f"{title}: {t.files} {file_noun(t.files)} in {seconds:.1f}s"]
     for status in Status:
-        if counts[status]:
-            n = counts[status]
-            lines.append(f"  {status:<16} {n:>8} {file_noun(n):<5} {format_size(sizes[status]):>12}")
-    written = [r for r in records if r["status"] in WRITTEN]
-    pages = sum(r["pages"] for r in written)
-    read = sum(r["bytes_read"] for r in records)
-    copied = sum(r["copy_bytes_read"] for r in records)
-    lines.append(f"  pages indexed    {pages:>8}")
-    filters = sum(r.get("bloom_filters", 0) for r in written)
-    if filters:
-        lines.append(f"  bloom filters    {filters:>8}")
-    changed: Counter[str] = Counter()
-    for r in written:
-        changed.update(r.get("chunk_statistics", {}))
-    if any(changed.values()):  # chunks given min/max readers prune row groups on
-        lines.append(f"  chunk statistics {changed['filled']:>8} filled, {changed['copied']} copied, "
-                     f"{changed['replaced']} replaced")
-    lines.append(f"  bytes read       {format_size(read):>12}"
-                 f"   throughput {format_size(read / seconds if seconds > 0 else 0)}/s")
-    lines.append(f"    to index       {format_size(read - copied):>12}")
-    lines.append(f"    to copy        {format_size(copied):>12}   (the unchanged prefix, for the commit; "
+        if t.counts[status]:
+            n = t.counts[status]
+            lines.append(f"  {status:<16} {n:>8} {file_noun(n):<5} {format_size(t.sizes[status]):>12}")
+    lines.append(f"  pages indexed    {t.pages:>8}")
+    if t.filters:
+        lines.append(f"  bloom filters    {t.filters:>8}")
+    if any(t.changed.values()):  # chunks given min/max readers prune row groups on
+        lines.append(f"  chunk statistics {t.changed['filled']:>8} filled, {t.changed['copied']} copied, "
+                     f"{t.changed['replaced']} replaced")
+    lines.append(f"  bytes read       {format_size(t.read):>12}"
+                 f"   throughput {format_size(t.read / seconds if seconds > 0 else 0)}/s")
+    lines.append(f"    to index       {format_size(t.read - t.copied):>12}")
+    lines.append(f"    to copy        {format_size(t.copied):>12}   (the unchanged prefix, for the commit; "
                  "0 where the store copies it)")
-    no_skipping = Counter(r["no_page_skipping"] for r in written if r["no_page_skipping"])
-    for reason, n in no_skipping.most_common():
+    for reason, n in t.no_skipping.most_common():
         lines.append(f"  {n} file{'s' if n > 1 else ''} gain{'' if n > 1 else 's'} no page skipping: {reason}")
-    lines += _by_reason(written, "without_column_index_reasons",
-                        "chunks without ColumnIndex (OffsetIndex only), by reason:")
-    lines += _by_reason(written, "page_stats_fallback_reasons",
-                        "chunks decoded exactly though page-header statistics were trusted, by reason:")
-    notes = Counter(note for r in records for note in r.get("notes", ()))
-    if notes:  # e.g. a column named for a bloom filter that older files lack
+    lines += _by_reason(t.without, "chunks without ColumnIndex (OffsetIndex only), by reason:")
+    lines += _by_reason(t.fallback, "chunks decoded exactly though page-header statistics were trusted, by reason:")
+    if t.notes:  # e.g. a column named for a bloom filter that older files lack
         lines.append("  notes, by files (the report lists each file's):")
-        lines += [f"    {n:>6}  {note}" for note, n in sorted(notes.items(), key=lambda kv: (-kv[1], kv[0]))]
-    failures: dict[str, list[str]] = defaultdict(list)
-    for r in records:
-        if r["status"] in FAILURES:
-            failures[f"{r['status']}: {r['reason']}"].append(r["path"])
-    if failures:
+        lines += [f"    {n:>6}  {note}" for note, n in sorted(t.notes.items(), key=lambda kv: (-kv[1], kv[0]))]
+    if t.failures:
         lines.append("  failures by reason:")
-        for reason, paths in sorted(failures.items(), key=lambda kv: -len(kv[1])):
-            lines.append(f"    {len(paths):>6}  {reason}")
-            lines.extend(f"            {p}" for p in paths[:3])
-            if len(paths) > 3:
-                lines.append(f"            … and {len(paths) - 3} more")
+        for reason, (n, paths) in sorted(t.failures.items(), key=lambda kv: -kv[1][0]):
+            lines.append(f"    {n:>6}  {reason}")
+            lines.extend(f"            {p}" for p in paths)
+            if n > 3:
+                lines.append(f"            … and {n - 3} more")
     if report is not None:
         lines.append(f"  report           {report}")
     return "\n".join(lines)
 
 
-def _by_reason(records: list[dict[str, Any]], key: str, title: str) -> list[str]:
-    """The records' chunk counts under `key` summed per reason, most common first (none: no lines)."""
-    counts: Counter[str] = Counter()
-    for r in records:
-        counts.update(r[key])
+def _by_reason(counts: Counter[str], title: str) -> list[str]:
+    """Chunk counts per reason, most common first (none: no lines)."""
     if not counts:
         return []
     return [f"  {title}"] + [f"    {n:>6}  {reason}" for reason, n in counts.most_common()]

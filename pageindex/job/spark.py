@@ -25,7 +25,7 @@ from pageindex.errors import (
 )
 from pageindex.io.discovery import Discovery, discover
 from pageindex.io.storage import storage_errors
-from pageindex.job import catalog, lake
+from pageindex.job import catalog, lake, listing
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
@@ -98,7 +98,7 @@ def run(config: JobConfig, spark: Any) -> int:
     else:  # a catalog table whose location is a Delta table root commits through its log too
         planned = lake.plan_input(inputs, config.table_format, config.in_place, options)
     if planned is None:
-        found = _discover(config, table)
+        found = _discover(config, table, spark)
         check_modes(found, config.in_place, (table.name, table.provider) if table else None)
         files = list(found.files)
     elif config.state:
@@ -160,10 +160,11 @@ def run(config: JobConfig, spark: Any) -> int:
     return code
 
 
-def _discover(config: JobConfig, table: catalog.CatalogTable | None) -> Discovery:
+def _discover(config: JobConfig, table: catalog.CatalogTable | None, spark: Any) -> Discovery:
+    # Many directories on an object store are listed by a Spark job, as Spark lists a table's.
     if table is not None:
-        return catalog.table_files(table, config.storage_options)
-    return discover(list(config.inputs), config.storage_options)
+        return catalog.table_files(table, config.storage_options, listing.on_spark(spark))
+    return discover(list(config.inputs), config.storage_options, listing.on_spark(spark))
 
 
 def _count(n: int, noun: str) -> str:
