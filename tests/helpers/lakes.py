@@ -140,3 +140,17 @@ def bloom_excludes(path: Path, column: str, value: object) -> list[bool]:
 
     return [excluded for _, _, excluded in
             duckdb.execute("select * from parquet_bloom_probe(?, ?, ?)", [str(path), column, value]).fetchall()]
+
+
+def check_rerun_records(records: dict[str, dict], copies: set[str], appended: set[str]) -> None:
+    """A table rerun's records: the copies an earlier run committed known indexed from their
+    names (nothing read), the files appended since indexed and committed."""
+    from pageindex.job import lake
+    from pageindex.retrofit import Status
+
+    assert set(records) == copies | appended
+    for path in copies:
+        assert records[path]["status"] == Status.ALREADY_INDEXED
+        assert records[path]["reason"] == lake.KNOWN_INDEXED and records[path]["bytes_read"] == 0
+    for path in appended:
+        assert records[path]["status"] == Status.INDEXED and records[path]["table_version"] is not None

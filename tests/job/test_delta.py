@@ -30,6 +30,7 @@ from pageindex.table.replacement import drop_changed  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
+from tests.helpers.lakes import check_rerun_records  # noqa: E402
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
 NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
@@ -381,12 +382,7 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(spark, s3_server,
         proxy.reset()
         second = run_job(tmp_path / "second.jsonl")
         assert _data_reads(proxy, s3_bucket) == appended  # not one request for a copy
-    assert set(second) == copies | appended
-    for path in copies:
-        assert second[path]["status"] == Status.ALREADY_INDEXED
-        assert second[path]["reason"] == lake.KNOWN_INDEXED and second[path]["bytes_read"] == 0
-    for path in appended:
-        assert second[path]["status"] == Status.INDEXED and second[path]["table_version"] is not None
+    check_rerun_records(second, copies, appended)
     assert rows(root, options=options) == expected
     assert_indexed(root, options)
 

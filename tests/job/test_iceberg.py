@@ -43,6 +43,7 @@ from pageindex.table.replacement import Replacement  # noqa: E402
 from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
+from tests.helpers.lakes import check_rerun_records  # noqa: E402
 
 NAME = "lake.db.t"
 
@@ -176,12 +177,7 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(s3_server, s3_buc
         read = {f"s3:/{unquote(r.path)}" for r in proxy.log
                 if r.operation in ("GetObject", "HeadObject") and r.path.endswith(".parquet")}
         assert read == appended  # not one request for a copy
-        assert set(second) == copies | appended
-        for path in copies:
-            assert second[path]["status"] == Status.ALREADY_INDEXED
-            assert second[path]["reason"] == lake.KNOWN_INDEXED and second[path]["bytes_read"] == 0
-        for path in appended:
-            assert second[path]["status"] == Status.INDEXED and second[path]["table_version"] is not None
+        check_rerun_records(second, copies, appended)
         assert rows() == expected
         assert_indexed(options)
 
