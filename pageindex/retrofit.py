@@ -172,9 +172,9 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     cleanup = None if dry_run else cleanup_point(dst_fs, in_place=dst is None)
     if cleanup is CleanupAt.BEFORE_OPENING:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
-    # Paused from the footer's decode on: re-enabled between the two, the collector would walk the
-    # whole decoded footer once more (format.collector).
-    with collector_paused():
+
+    def run() -> RetrofitResult:
+        nonlocal dst_fs, dst_path
         opened = open_file(src, filesystem) if ahead is None else ahead.take()
         with opened.source as source:
             footer = opened.footer
@@ -209,6 +209,12 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                 status = Status.DRY_RUN if dry_run else Status.INDEXED
             return _result(src, None if dry_run else dst or src, status, source, footer,
                            kept.length + len(tail), tuple(reports), started, violations, chosen.notes)
+
+    # Paused from the footer's decode on, and until what the run built (the decoded footer above
+    # all) is freed with run's frame: the collector's first pass after a pause walks every object
+    # made during it that is still alive (format.collector).
+    with collector_paused():
+        return run()
 
 
 def _with_statistics_reported(footer: Footer, reports: list[ChunkReport],
