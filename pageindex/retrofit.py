@@ -176,39 +176,49 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     cleanup = None if dry_run else cleanup_point(dst_fs, in_place=dst is None)
     if cleanup is CleanupAt.BEFORE_OPENING:
         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
-    opened = open_file(src, filesystem) if ahead is None else ahead.take()
-    with opened.source as source, collector_paused():
-        footer = opened.footer
-        chosen = choose(bloom, footer.leaves)
-        plan = plan_chunks(footer, trust_page_stats, bloom, force, chosen)
-        violations: tuple[Violation, ...] = ()
-        if is_fully_indexed(footer) and not force:
-            violations = _existing_index_violations(source, footer, verify_existing)
-            if not violations and not _named_filters_missing(plan):
-                if cleanup is CleanupAt.FOUND_INDEXED:
-                    clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
-                return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started,
-                               notes=chosen.notes)
-        if dst is None:
-            dst_fs, dst_path = source.fs, source.path
-        kept = kept_prefix(source, footer, plan)
-        pending = None if dry_run else begin_commit(source, kept.length, dst_path, dst_fs)
-        with _undone_on_failure(source, pending):
-            indexes, reports = compute_indexes(source, footer, plan, truncate_length)
-            with_moved_filters(source, kept, indexes)
-            wrong = frozenset((v.row_group, v.column) for v in violations if v.check == CHUNK_STATISTICS)
-            statistics = new_statistics(footer, plan, indexes, chunk_statistics, wrong)
-            reports = _with_statistics_reported(footer, reports, statistics)
-            marker = marker_value(__version__, truncate_length, trust_page_stats, bloom, kept.length, chunk_statistics)
-            tail = build_tail(footer, indexes, marker, kept.length, {k: v.stats for k, v in statistics.items()})
-            written = None if pending is None else pending.finish(tail)
-        if violations:
-            status = Status.REPAIR_NEEDED if dry_run else Status.REPAIRED
-        else:
-            status = Status.DRY_RUN if dry_run else Status.INDEXED
-        return replace(_result(src, None if dry_run else dst or src, status, source, footer,
-                               kept.length + len(tail), tuple(reports), started, violations, chosen.notes),
-                       written_version=written)
+
+    def run() -> RetrofitResult:
+        nonlocal dst_fs, dst_path
+        opened = open_file(src, filesystem) if ahead is None else ahead.take()
+        with opened.source as source:
+            footer = opened.footer
+            chosen = choose(bloom, footer.leaves)
+            plan = plan_chunks(footer, trust_page_stats, bloom, force, chosen)
+            violations: tuple[Violation, ...] = ()
+            if is_fully_indexed(footer) and not force:
+                violations = _existing_index_violations(source, footer, verify_existing)
+                if not violations and not _named_filters_missing(plan):
+                    if cleanup is CleanupAt.FOUND_INDEXED:
+                        clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
+                    return _result(src, None, Status.ALREADY_INDEXED, source, footer, 0, (), started,
+                                   notes=chosen.notes)
+            if dst is None:
+                dst_fs, dst_path = source.fs, source.path
+            kept = kept_prefix(source, footer, plan)
+            pending = None if dry_run else begin_commit(source, kept.length, dst_path, dst_fs)
+            with _undone_on_failure(source, pending):
+                indexes, reports = compute_indexes(source, footer, plan, truncate_length)
+                with_moved_filters(source, kept, indexes)
+                wrong = frozenset((v.row_group, v.column) for v in violations if v.check == CHUNK_STATISTICS)
+                statistics = new_statistics(footer, plan, indexes, chunk_statistics, wrong)
+                reports = _with_statistics_reported(footer, reports, statistics)
+                marker = marker_value(__version__, truncate_length, trust_page_stats, bloom, kept.length,
+                                      chunk_statistics)
+                tail = build_tail(footer, indexes, marker, kept.length, {k: v.stats for k, v in statistics.items()})
+                written = None if pending is None else pending.finish(tail)
+            if violations:
+                status = Status.REPAIR_NEEDED if dry_run else Status.REPAIRED
+            else:
+                status = Status.DRY_RUN if dry_run else Status.INDEXED
+            return replace(_result(src, None if dry_run else dst or src, status, source, footer,
+                                   kept.length + len(tail), tuple(reports), started, violations, chosen.notes),
+                           written_version=written)
+
+    # Paused from the footer's decode on, and until what the run built (the decoded footer above
+    # all) is freed with run's frame: the collector's first pass after a pause walks every object
+    # made during it that is still alive (format.collector).
+    with collector_paused():
+        return run()
 
 
 def _with_statistics_reported(footer: Footer, reports: list[ChunkReport],

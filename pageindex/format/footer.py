@@ -105,14 +105,18 @@ def parse_tail(tail: bytes, file_size: int, path: str) -> int:
 
 def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
     """Decode and validate FileMetaData bytes (which end 8 bytes before end of file)."""
+    # The collector waits until the tree and its typed views are built: they hold no cycles, and
+    # the full collections a footer's many new objects trigger midway walk the whole heap, the
+    # tree so far included, once more for every quarter it grows (bench/RESULTS-objstore.md).
+    # Other trees (page headers, index blocks) are small, and a run pauses it throughout.
+    with collector_paused():
+        return _decoded(raw, file_size, path)
+
+
+def _decoded(raw: bytes, file_size: int, path: str) -> Footer:
     footer_start = file_size - 8 - len(raw)
     try:
-        # The collector waits until the tree is built: the tree holds no cycles, and the full
-        # collections a footer's many new objects trigger midway walk the whole heap, the tree
-        # so far included, once more for every quarter it grows (bench/RESULTS-objstore.md).
-        # Other trees (page headers, index blocks) are small, and a run pauses it throughout.
-        with collector_paused():
-            metadata, end = decode_struct(raw)
+        metadata, end = decode_struct(raw)
     except PageIndexError as err:
         offset = footer_start + err.offset if err.offset is not None else None
         raise MalformedFileError(f"footer: {err.reason}", path=path, offset=offset) from None

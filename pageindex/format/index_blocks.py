@@ -3,6 +3,7 @@ Struct tree in between, the same bytes format.thrift encodes for the same struct
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 from pageindex.format.parquet_thrift import ColumnIndex, OffsetIndex, PageLocation
@@ -31,20 +32,27 @@ def _binary_list_to(out: bytearray, values: Sequence[bytes]) -> None:
             binary_to(out, v)
 
 
+@functools.cache
+def _ci_header(last_id: int, field_id: int) -> bytes:
+    """A ColumnIndex field's header after field `last_id` (a few pairs occur: computed once each)."""
+    out = bytearray()
+    ColumnIndex.header_to(out, last_id, field_id)
+    return bytes(out)
+
+
 def column_index_bytes(null_pages: Sequence[bool], mins: Sequence[bytes], maxs: Sequence[bytes], boundary_order: int,
                        null_counts: Sequence[int], rep_histograms: Sequence[int] | None = None,
                        def_histograms: Sequence[int] | None = None, nan_counts: Sequence[int] | None = None) -> bytes:
     """A ColumnIndex: per page whether it holds only nulls, its bounds and null count, the pages'
     boundary order, and the optional level histograms (flattened page by page) and NaN counts."""
-    out = bytearray()
-    ColumnIndex.header_to(out, 0, ColumnIndex.NULL_PAGES)
+    out = bytearray(_ci_header(0, ColumnIndex.NULL_PAGES))
     list_header_to(out, T.TRUE, len(null_pages))
     out += bytes([1 if p else 2 for p in null_pages])
-    ColumnIndex.header_to(out, ColumnIndex.NULL_PAGES, ColumnIndex.MIN_VALUES)
+    out += _ci_header(ColumnIndex.NULL_PAGES, ColumnIndex.MIN_VALUES)
     _binary_list_to(out, mins)
-    ColumnIndex.header_to(out, ColumnIndex.MIN_VALUES, ColumnIndex.MAX_VALUES)
+    out += _ci_header(ColumnIndex.MIN_VALUES, ColumnIndex.MAX_VALUES)
     _binary_list_to(out, maxs)
-    ColumnIndex.header_to(out, ColumnIndex.MAX_VALUES, ColumnIndex.BOUNDARY_ORDER)
+    out += _ci_header(ColumnIndex.MAX_VALUES, ColumnIndex.BOUNDARY_ORDER)
     signed_to(out, boundary_order)
     last_id = ColumnIndex.BOUNDARY_ORDER
     for field_id, values in ((ColumnIndex.NULL_COUNTS, null_counts),
@@ -52,7 +60,8 @@ def column_index_bytes(null_pages: Sequence[bool], mins: Sequence[bytes], maxs: 
                              (ColumnIndex.DEFINITION_LEVEL_HISTOGRAMS, def_histograms),
                              (ColumnIndex.NAN_COUNTS, nan_counts)):
         if values is not None:
-            last_id = ColumnIndex.header_to(out, last_id, field_id)
+            out += _ci_header(last_id, field_id)
+            last_id = field_id
             _signed_list_to(out, values)
     out.append(_STOP)
     return bytes(out)

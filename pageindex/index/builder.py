@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pageindex.format.column_order import Kind, Order
+from pageindex.format.column_order import Order
 from pageindex.format.index_blocks import column_index_bytes, offset_index_bytes
 from pageindex.format.parquet_thrift import BoundaryOrder
 from pageindex.format.schema import Leaf
@@ -53,13 +53,13 @@ def column_index_of_extrema(leaf: Leaf, order: Order, levels: PageLevels, extrem
                             truncate_length: int) -> bytes | Refusal:
     """The chunk's ColumnIndex from its pages' extrema: a page's bounds (truncated or not, NaN
     or not) depend on its least and greatest value alone, so they bound it as its values would."""
-    if order.kind is Kind.BYTES:
+    if isinstance(extrema.values, list):
         # Straight to the truncation rules: no Arrow call per page to find what is already known.
-        pair = extrema.values.to_pylist()
+        pair = extrema.values
         bounds = BYTE_ARRAYS.extrema_bounds(order, len(extrema.counts), np.flatnonzero(extrema.counts).tolist(),
                                             pair[0::2], pair[1::2], truncate_length)
     else:
-        bounds = page_bounds(leaf, order, extrema.values, extrema.counts, truncate_length)
+        bounds = codec_for(order).pair_bounds(leaf, order, extrema.values, extrema.counts, truncate_length)
     if isinstance(bounds, Refusal):
         return bounds
     return column_index_block(bounds, levels)

@@ -48,7 +48,7 @@ class PageExtrema:
     NaN has a NaN among its two."""
 
     nulls: np.ndarray
-    values: pa.ChunkedArray
+    values: np.ndarray | list[bytes]  # numbers: an array of the column's dtype; byte arrays: the bytes
     counts: np.ndarray
     unencoded: np.ndarray | None  # BYTE_ARRAY: per page, the bytes of its values
 
@@ -299,11 +299,8 @@ class _Scanner:
         by_rank = pc.array_sort_indices(entries).to_numpy(zero_copy_only=False)
         return _Dictionary(_ranks(by_rank), lengths, _Ranked(entries, by_rank))
 
-    def _array(self, found: list) -> pa.ChunkedArray:
-        if self.bytes:
-            return pa.chunked_array([pa.array(found, pa.binary())])
-        # The codecs read fixed-width values as their bytes: the Arrow type (unsigned or not) is moot.
-        return pa.chunked_array([pa.array(np.array(found, dtype=self.dtype))])
+    def _array(self, found: list) -> np.ndarray | list[bytes]:
+        return found if self.bytes else np.array(found, dtype=self.dtype)
 
 
 @dataclass(frozen=True)

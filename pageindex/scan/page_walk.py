@@ -99,7 +99,8 @@ class ChunkPages:
 
     def without_data(self) -> "ChunkPages":
         """The page list alone, once the bytes have been handed on (frees them early)."""
-        return replace(self, data=b"")
+        # Built directly: dataclasses.replace costs more than the rest of a small chunk's bookkeeping.
+        return ChunkPages(self.start, b"", self.dictionary, self.pages, self.metadata_too_small)
 
     @property
     def is_stored(self) -> bool:

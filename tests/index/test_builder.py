@@ -675,3 +675,51 @@ def test_large_chunk_is_fast():
     b = page_bounds(lf, type_order(lf), values, defined, L)
     assert time.perf_counter() - started < 5
     assert boundary_order(b) == BoundaryOrder.ASCENDING and b.mins[0] == b"v0000000"
+
+
+# ------------------------------------------------------------------ bounds from each page's two extrema
+
+def _pairs(rng, pick, counts) -> list:
+    """Two values a page holding values (in either order, or equal), none for the others."""
+    out = []
+    for c in counts:
+        if c:
+            a, b = pick(), pick()
+            out += [a, a] if rng.random() < 0.2 else [a, b]
+    return out
+
+
+PAIR_CASES = [(name, ptype, kw, np.dtype(f"<{'i' if signed else 'u'}{bits // 8}"), None)
+              for name, ptype, kw, bits, signed in INT_CASES] + [
+    (f"{name}_{order}", FLOAT_SPECS[name][0], {}, np.dtype(FLOAT_SPECS[name][2]).newbyteorder("<"), order)
+    for name in ("float", "double") for order in ("type", "total")]
+
+
+@pytest.mark.parametrize("name,ptype,kw,dtype,float_order", PAIR_CASES, ids=[c[0] for c in PAIR_CASES])
+def test_pair_bounds_equal_page_bounds_of_the_pairs(name, ptype, kw, dtype, float_order):
+    """Codec.pair_bounds (numpy in, for the encoded scan's extrema) gives the Bounds (or Refusal)
+    page_bounds gives on the same values as an Arrow array, which the encoded scan used to build."""
+    from pageindex.index.kinds import codec_for
+
+    rng = random.Random(name)
+    lf = leaf(ptype, **kw)
+    order = order_for(lf, TOTAL_ORDER) if float_order == "total" else type_order(lf)
+    if dtype.kind == "f":
+        specials = [0.0, -0.0, 1.5, -2.25, float("inf"), -float("inf"), float("nan"), 1e-300, 5e-324]
+        pick = lambda: rng.choice(specials) if rng.random() < 0.5 else rng.uniform(-1e3, 1e3)  # noqa: E731
+    else:
+        info = np.iinfo(dtype)
+        specials = [int(info.min), int(info.max), 0, 1, -1 if info.min else 2, int(info.max) // 2 + 1]
+        pick = lambda: rng.choice(specials) if rng.random() < 0.5 else rng.randint(int(info.min), int(info.max))  # noqa: E731
+    refused = 0
+    for _ in range(80):
+        counts = np.array([2 * (rng.random() < 0.8) for _ in range(rng.randint(1, 6))], dtype=np.int64)
+        if dtype.kind == "f" and rng.random() < 0.7:
+            pick_now = lambda: rng.choice([v for v in specials if v == v]) if rng.random() < 0.5 else rng.uniform(-9, 9)  # noqa: E731
+        else:
+            pick_now = pick
+        pairs = np.array(_pairs(rng, pick_now, counts), dtype=dtype)
+        got = codec_for(order).pair_bounds(lf, order, pairs, counts, L)
+        assert got == page_bounds(lf, order, pa.chunked_array([pa.array(pairs)]), counts, L)
+        refused += isinstance(got, Refusal)
+    assert (refused > 0) == (dtype.kind == "f" and float_order == "type")

@@ -82,6 +82,12 @@ class Codec(ABC):
                     truncate_length: int) -> Bounds | Refusal:
         """Per-page bounds of a chunk's defined values (`defined`: values per page)."""
 
+    def pair_bounds(self, leaf: Leaf, order: Order, pairs: np.ndarray, counts: np.ndarray,
+                    truncate_length: int) -> Bounds | Refusal:
+        """page_bounds of a chunk of fixed-width numbers given as each page's least and greatest
+        value (`pairs`: two per page holding values, `counts`: 2 or 0 per page)."""
+        return self.page_bounds(leaf, order, pa.chunked_array([pa.array(pairs)]), counts, truncate_length)
+
     @abstractmethod
     def key(self, leaf: Leaf, order: Order, raw: bytes) -> Any:
         """A stored bound as a Python value ordered as the column order (None: not decodable)."""
@@ -156,6 +162,13 @@ def page_min_max(arr: np.ndarray, defined: np.ndarray) -> tuple[np.ndarray, np.n
     if len(starts) == 0:
         return arr[:0], arr[:0], pages
     return np.minimum.reduceat(arr, starts), np.maximum.reduceat(arr, starts), pages
+
+
+def pair_min_max(pairs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """page_min_max of pages of two values each (`counts`: 2 or 0 per page), without the general
+    case's segment offsets: a chunk of one or two pages pays for every numpy call."""
+    first, second = pairs[0::2], pairs[1::2]
+    return np.minimum(first, second), np.maximum(first, second), np.flatnonzero(counts)
 
 
 def numeric_bounds(n: int, lo: np.ndarray, hi: np.ndarray, pages: np.ndarray) -> Bounds:

@@ -26,6 +26,7 @@ from pageindex.index.kinds.base import (
     number_in_text,
     numeric_bounds,
     page_min_max,
+    pair_min_max,
     segments,
     split_bytes,
     spread_bounds,
@@ -48,6 +49,7 @@ FORMATS = {
 
 
 # Text for the floats no number spells, as Spark and DuckDB cast it to DOUBLE (any case).
+_NAN_REFUSAL = "chunk holds NaN: bounds under TYPE_ORDER would hide those rows"
 _SPECIAL = {"nan": float("nan"), **{sign + name: float(sign + "inf") for sign in ("", "+", "-")
                                     for name in ("inf", "infinity")}}
 
@@ -71,8 +73,17 @@ class FloatCodec(Codec):
         if order.total_order:
             return _total_order_bounds(fmt, raw.view(fmt.ints).astype(np.int64), nan, defined)
         if nan.any():
-            return Refusal("chunk holds NaN: bounds under TYPE_ORDER would hide those rows")
-        return _type_order_bounds(floats, defined)
+            return Refusal(_NAN_REFUSAL)
+        return _type_order_bounds(floats.dtype, len(defined), *page_min_max(floats, defined))
+
+    def pair_bounds(self, leaf: Leaf, order: Order, pairs: np.ndarray, counts: np.ndarray,
+                    truncate_length: int) -> Bounds | Refusal:
+        if order.total_order or leaf.physical_type not in (Type.FLOAT, Type.DOUBLE):
+            return super().pair_bounds(leaf, order, pairs, counts, truncate_length)
+        floats = pairs.view(FORMATS[leaf.physical_type].floats)
+        if np.isnan(floats).any():
+            return Refusal(_NAN_REFUSAL)
+        return _type_order_bounds(floats.dtype, len(counts), *pair_min_max(floats, counts))
 
     def key(self, leaf: Leaf, order: Order, raw: bytes) -> Any:
         fmt = FORMATS.get(leaf.physical_type)
@@ -110,13 +121,12 @@ class FloatCodec(Codec):
         return repr(float(np.frombuffer(raw, FORMATS[Type.FIXED_LEN_BYTE_ARRAY].floats)[0]))
 
 
-def _type_order_bounds(floats: np.ndarray, defined: np.ndarray) -> Bounds:
-    """TYPE_ORDER (the chunk holds no NaN): numeric min/max, with zero bounds written as -0.0
-    (min) and +0.0 (max) so either sign of zero in the data stays inside them."""
-    lo, hi, pages = page_min_max(floats, defined)
-    lo = np.where(lo == 0, np.array(-0.0, dtype=floats.dtype), lo).astype(floats.dtype)
-    hi = np.where(hi == 0, np.array(0.0, dtype=floats.dtype), hi).astype(floats.dtype)
-    return numeric_bounds(len(defined), lo, hi, pages)
+def _type_order_bounds(dtype: np.dtype, n: int, lo: np.ndarray, hi: np.ndarray, pages: np.ndarray) -> Bounds:
+    """TYPE_ORDER (the chunk holds no NaN): the non-empty pages' numeric min/max, with zero bounds
+    written as -0.0 (min) and +0.0 (max) so either sign of zero in the data stays inside them."""
+    lo = np.where(lo == 0, np.array(-0.0, dtype=dtype), lo).astype(dtype)
+    hi = np.where(hi == 0, np.array(0.0, dtype=dtype), hi).astype(dtype)
+    return numeric_bounds(n, lo, hi, pages)
 
 
 def _total_order_bounds(fmt: FloatFormat, ints: np.ndarray, nan: np.ndarray, defined: np.ndarray) -> Bounds:

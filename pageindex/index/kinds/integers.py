@@ -24,6 +24,7 @@ from pageindex.index.kinds.base import (
     number_in_text,
     numeric_bounds,
     page_min_max,
+    pair_min_max,
 )
 from pageindex.index.kinds.decimals import scaled_key
 
@@ -57,6 +58,11 @@ class IntegerCodec(Codec):
         width = _width(leaf)
         dtype = f"<{'i' if order.kind is Kind.SIGNED else 'u'}{width}"
         return numeric_bounds(len(defined), *page_min_max(fixed_width(values, width).view(dtype), defined))
+
+    def pair_bounds(self, leaf: Leaf, order: Order, pairs: np.ndarray, counts: np.ndarray,
+                    truncate_length: int) -> Bounds:
+        dtype = f"<{'i' if order.kind is Kind.SIGNED else 'u'}{_width(leaf)}"
+        return numeric_bounds(len(counts), *pair_min_max(pairs.view(dtype), counts))
 
     def key(self, leaf: Leaf, order: Order, raw: bytes) -> Any:
         if len(raw) != _width(leaf):
