@@ -23,6 +23,7 @@ from pageindex.index.chunk_stats import with_visible_bounds
 from pageindex.io.storage import open_source
 from pageindex.verify import verify
 from tests.helpers import engines as E
+from tests.helpers.writers import duckdb_writer, fastparquet_writer, polars_writer
 
 ROWS, GROUP = 80_000, 10_000
 
@@ -33,43 +34,18 @@ def _table() -> pa.Table:
                      "small": pa.array((ids // 1000).astype(np.int32)), "flag": pa.array(ids >= ROWS // 2)})
 
 
-def _fastparquet(**options) -> Callable[[pa.Table, Path], None]:
-    def write(table: pa.Table, path: Path) -> None:
-        import fastparquet
-        fastparquet.write(str(path), table.to_pandas(), row_group_offsets=GROUP, **options)
-    return write
-
-
-def _pandas_fastparquet(table: pa.Table, path: Path) -> None:
-    import fastparquet
-    fastparquet.write(str(path), table.to_pandas(), row_group_offsets=GROUP, stats=True)
-
-
 def _pyarrow(**options) -> Callable[[pa.Table, Path], None]:
     def write(table: pa.Table, path: Path) -> None:
         pq.write_table(table, path, row_group_size=GROUP, data_page_size=4096, write_page_index=False, **options)
     return write
 
 
-def _duckdb(table: pa.Table, path: Path) -> None:
-    import duckdb
-    con = duckdb.connect()
-    con.register("t", table)
-    con.execute(f"COPY (SELECT * FROM t) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE {GROUP})")
-    con.close()
-
-
-def _polars(statistics: bool) -> Callable[[pa.Table, Path], None]:
-    def write(table: pa.Table, path: Path) -> None:
-        import polars as pl
-        pl.from_arrow(table).write_parquet(path, row_group_size=GROUP, statistics=statistics)
-    return write
-
-
-WRITERS = {"fastparquet": _fastparquet(), "fastparquet-snappy": _fastparquet(compression="SNAPPY"),
-           "fastparquet-stats-on": _pandas_fastparquet, "pyarrow": _pyarrow(),
-           "pyarrow-no-statistics": _pyarrow(write_statistics=False), "duckdb": _duckdb,
-           "polars": _polars(True), "polars-no-statistics": _polars(False)}
+WRITERS = {"fastparquet": fastparquet_writer(GROUP),
+           "fastparquet-snappy": fastparquet_writer(GROUP, compression="SNAPPY"),
+           "fastparquet-stats-on": fastparquet_writer(GROUP, stats=True), "pyarrow": _pyarrow(),
+           "pyarrow-no-statistics": _pyarrow(write_statistics=False), "duckdb": duckdb_writer(GROUP),
+           "polars": polars_writer(GROUP, statistics=True),
+           "polars-no-statistics": polars_writer(GROUP, statistics=False)}
 PREDICATES = {
     "id = k": ds.field("id") == 12_345,
     "id range": (ds.field("id") >= 30_500) & (ds.field("id") < 41_000),
@@ -265,7 +241,7 @@ def _assert_statistics_bound_the_data(path: Path) -> None:
 def test_fastparquet_strings_get_bounds_too(tmp_path):
     """fastparquet's string bounds are deprecated ones no reader trusts: filled from the exact bounds."""
     path = tmp_path / "fp.parquet"
-    _fastparquet()(_table(), path)
+    fastparquet_writer(GROUP)(_table(), path)
     assert _row_groups_kept(path, PREDICATES["s = k"]) == ROWS // GROUP
     result = pageindex.retrofit(str(path))
     how = {c.column: c.statistics for c in result.chunks if c.row_group == 0}
@@ -372,7 +348,7 @@ def test_the_report_record_and_the_cli_say_which_chunk_statistics_changed(tmp_pa
     from pageindex.job.report import report_table, summary
 
     path = tmp_path / "fp.parquet"
-    _fastparquet()(_table(), path)
+    fastparquet_writer(GROUP)(_table(), path)
     groups = ROWS // GROUP  # per row group: id, f, small copied; s, flag filled
     record = pageindex.retrofit(str(path), str(tmp_path / "a.parquet")).to_dict()
     assert record["chunk_statistics"] == {"copied": 3 * groups, "filled": 2 * groups, "replaced": 0}

@@ -27,6 +27,7 @@ from pageindex.verify import verify
 from tests.helpers import s3 as s3h
 from tests.helpers.files import corrupt_first_page_min
 from tests.helpers.strip import strip_page_index
+from tests.helpers.writers import duckdb_writer, fastparquet_writer, polars_writer
 
 ROWS, GROUP = 20_000, 5_000
 
@@ -43,28 +44,14 @@ def _pyarrow(**options) -> Callable[[pa.Table, Path], None]:
     return write
 
 
-def _fastparquet(table: pa.Table, path: Path) -> None:
-    import fastparquet
-    fastparquet.write(str(path), table.to_pandas(), row_group_offsets=GROUP)
-
-
-def _duckdb(table: pa.Table, path: Path) -> None:
-    import duckdb
-    con = duckdb.connect()
-    con.register("t", table)
-    con.execute(f"COPY (SELECT * FROM t) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE {GROUP})")
-    con.close()
-
-
 def _polars(table: pa.Table, path: Path) -> None:
-    import polars as pl
     written = path.with_suffix(".polars")
-    pl.from_arrow(table).write_parquet(written, row_group_size=GROUP, data_page_size=2048)
+    polars_writer(GROUP, data_page_size=2048)(table, written)
     strip_page_index(written, path)  # polars writes a page index: the file as it was without one
 
 
 WRITERS = {"pyarrow": _pyarrow(), "pyarrow-no-statistics": _pyarrow(write_statistics=False),
-           "fastparquet": _fastparquet, "duckdb": _duckdb, "polars": _polars}
+           "fastparquet": fastparquet_writer(GROUP), "duckdb": duckdb_writer(GROUP), "polars": _polars}
 
 
 def _write(tmp_path: Path, writer: str = "pyarrow") -> Path:

@@ -21,6 +21,7 @@ import pageindex
 from tests.helpers import engines as E
 from tests.helpers.spark import to_uri
 from tests.helpers.strip import strip_page_index
+from tests.helpers.writers import duckdb_writer, fastparquet_writer, polars_writer
 
 pytestmark = pytest.mark.slow  # a file per writer, each queried by two engines
 
@@ -59,28 +60,6 @@ def _pyarrow(**options) -> Callable[[pa.Table, Path], None]:
     return write
 
 
-def _fastparquet(**options) -> Callable[[pa.Table, Path], None]:
-    def write(table: pa.Table, path: Path) -> None:
-        import fastparquet
-        fastparquet.write(str(path), table.to_pandas(), row_group_offsets=ROW_GROUP, **options)
-    return write
-
-
-def _duckdb(table: pa.Table, path: Path) -> None:
-    import duckdb
-    con = duckdb.connect()
-    con.register("t", table)
-    con.execute(f"COPY (SELECT * FROM t) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})")
-    con.close()
-
-
-def _polars(**options) -> Callable[[pa.Table, Path], None]:
-    def write(table: pa.Table, path: Path) -> None:
-        import polars as pl
-        pl.from_arrow(table).write_parquet(path, row_group_size=ROW_GROUP, **options)
-    return write
-
-
 def _pandas(engine: str) -> Callable[[pa.Table, Path], None]:
     def write(table: pa.Table, path: Path) -> None:
         table.to_pandas().to_parquet(path, engine=engine, index=False)
@@ -92,11 +71,11 @@ WRITERS: dict[str, Callable[[pa.Table, Path], None]] = {
     "pyarrow-v1-plain": _pyarrow(data_page_version="1.0", use_dictionary=False, compression="gzip"),
     "pyarrow-v2-dict": _pyarrow(data_page_version="2.0", use_dictionary=True, compression="zstd"),
     "pyarrow-v2-plain": _pyarrow(data_page_version="2.0", use_dictionary=False, compression="lz4"),
-    "fastparquet": _fastparquet(),
-    "fastparquet-snappy": _fastparquet(compression="SNAPPY"),
-    "duckdb": _duckdb,
-    "polars": _polars(),
-    "polars-small-pages": _polars(data_page_size=8192, compression="snappy"),
+    "fastparquet": fastparquet_writer(ROW_GROUP),
+    "fastparquet-snappy": fastparquet_writer(ROW_GROUP, compression="SNAPPY"),
+    "duckdb": duckdb_writer(ROW_GROUP),
+    "polars": polars_writer(ROW_GROUP),
+    "polars-small-pages": polars_writer(ROW_GROUP, data_page_size=8192, compression="snappy"),
     "pandas-pyarrow": _pandas("pyarrow"),
     "pandas-fastparquet": _pandas("fastparquet"),
 }
