@@ -1,0 +1,61 @@
+"""How far two threads of one process carry the exact scan: two dry runs of a file one after the
+other, against the same two on two threads (an upper bound for two cores on one file).
+
+`python -m bench.two_threads [--kinds spark_like,numeric] [--size 40] [--rounds 3]`
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from pageindex.retrofit import retrofit
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def cached(kind: str, size: int) -> str:
+    """bench.scan's cached dataset of this kind (run it once first: it generates them)."""
+    pattern = f"{kind}-*.parquet" if kind == "spark_like" else f"{kind}-{size}MB-*.parquet"
+    found = sorted(glob.glob(os.path.join(DATA, pattern)))
+    if not found:
+        raise SystemExit(f"no {pattern} in {DATA}: run `python -m bench.scan --size {size}` first")
+    return found[0]
+
+
+def one_round(path: str) -> tuple[float, float]:
+    """Wall seconds of two dry runs one after the other, and of the same two on two threads."""
+    started = time.perf_counter()
+    retrofit(path, dry_run=True)
+    retrofit(path, dry_run=True)
+    serial = time.perf_counter() - started
+    with ThreadPoolExecutor(2) as pool:
+        started = time.perf_counter()
+        list(pool.map(lambda _: retrofit(path, dry_run=True), range(2)))
+        threaded = time.perf_counter() - started
+    return serial, threaded
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.two_threads", description=__doc__)
+    ap.add_argument("--kinds", default="spark_like,numeric")
+    ap.add_argument("--size", type=int, default=40, help="bench.scan's dataset size in MB (default 40)")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
+    for kind in args.kinds.split(","):
+        path = cached(kind, args.size)
+        retrofit(path, dry_run=True)  # compiled code loaded (or built) before any round
+        for _ in range(args.rounds):
+            serial, threaded = one_round(path)
+            print(f"{os.path.basename(path)}: two dry runs one after the other {serial:.3f} s, "
+                  f"on two threads {threaded:.3f} s: {serial / threaded:.2f}x")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
