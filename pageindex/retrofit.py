@@ -26,7 +26,6 @@ from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
 from pageindex.io.commit import (
-    COPY,
     CleanupAt,
     PendingCommit,
     begin_commit,
@@ -34,6 +33,7 @@ from pageindex.io.commit import (
     clean_stale_temporaries,
     cleanup_point,
 )
+from pageindex.io.prefix_copy import COPY
 from pageindex.io.storage import Source, resolve
 from pageindex.verify import CHUNK_STATISTICS, verify_source
 from pageindex.version import __version__

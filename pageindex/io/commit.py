@@ -4,9 +4,7 @@ exchange; S3: multipart with the prefix copied server-side), refusing when the s
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
-import mmap
 import os
 import posixpath
 import stat
@@ -16,21 +14,14 @@ import uuid
 from enum import Enum
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # Windows: no direct I/O copy (_copies_through_page_cache says so)
-    fcntl = None  # type: ignore[assignment]
-
 import fsspec
 
 from pageindex.errors import ConcurrentModificationError, StorageError
 from pageindex.io import temporaries
+from pageindex.io.prefix_copy import COPY, LIBC, copy_prefix
 from pageindex.io.storage import Source, current_version, local_version, storage_errors
 from pageindex.io.transport import is_s3
 
-COPY_BLOCK = 8 << 20
-# How the prefix copy labels its reads in the source's stats: what was read to copy, not to index.
-COPY = "copy"
 TEMP_TAG = ".pageindex-tmp-"
 
 
@@ -39,10 +30,6 @@ NAME_MAX = 255
 _UNIQUE_HEX = 32
 
 
-try:
-    _LIBC: Any = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-except (OSError, TypeError):
-    _LIBC = None  # no C library to load: the calls below fall back (sync_file_range, renameat2)
 
 
 def temp_prefix(name: str) -> str:
@@ -60,139 +47,10 @@ def temp_name(path: str) -> str:
     return os.path.join(head, temp_prefix(name) + uuid.uuid4().hex)
 
 
-def _copy_prefix(source: Source, out: Any, length: int, stop: threading.Event | None = None) -> None:
-    """Copy source[0:length] to out, block by block; a set `stop` ends it early (abort). Local to
-    local the bytes skip Python: direct I/O where the filesystem could only copy them through the
-    page cache (_copy_direct), then the kernel's copy_file_range, which may reflink instead."""
-    pos = 0
-    fd = _descriptor(out) if source.local else None
-    if fd is not None:
-        out.flush()
-        if _copies_through_page_cache(fd):
-            pos = _copy_direct(source, fd, length, stop)
-        if hasattr(os, "copy_file_range"):
-            pos = _copy_in_kernel(source, fd, pos, length, stop)
-        source.stats.record(0, pos, COPY)
-        out.seek(pos)
-    while pos < length and not (stop and stop.is_set()):
-        block = source.read(pos, min(COPY_BLOCK, length - pos), COPY)
-        if not block:
-            raise StorageError("file shrank while copying", path=source.path, offset=pos)
-        out.write(block)
-        pos += len(block)
-
-
-def _descriptor(out: Any) -> int | None:
-    """The OS file descriptor behind `out`, or None: fsspec's remote and in-memory files have a
-    fileno() that refuses."""
-    try:
-        return out.fileno()
-    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
-        return None
-
-
-def _copy_in_kernel(source: Source, fd: int, pos: int, length: int, stop: threading.Event | None) -> int:
-    """Copy source[pos:length] with copy_file_range, each block handed to the disk at once."""
-    while pos < length and not (stop and stop.is_set()):
-        try:
-            sent = os.copy_file_range(source.fileno(), fd, min(COPY_BLOCK, length - pos), pos, pos)
-        except OSError as err:
-            raise StorageError(f"copy failed: {err}", path=source.path, offset=pos) from err
-        if sent == 0:
-            raise StorageError("file shrank while copying", path=source.path, offset=pos)
-        start_writeback(fd, pos, sent)
-        pos += sent
-    return pos
-
-
-# ext2/3/4 (one magic number): no reflinks and no server-side copy, so copy_file_range copies into
-# fresh page-cache pages, CPU that direct I/O does not spend (see bench/RESULTS.md).
-_EXT4_MAGIC = 0xEF53
-_FSTATFS: Any = getattr(_LIBC, "fstatfs", None)
-# struct statfs (120 bytes on 64-bit Linux) starts with f_type, a long; the rest is not read.
-_STATFS_SIZE = 256
-
-
-def _copies_through_page_cache(fd: int) -> bool:
-    """Whether fd's filesystem is one where copy_file_range can only copy through the page cache
-    (ext2/3/4). Elsewhere it may reflink (XFS, btrfs) or copy server-side (NFS, SMB): kept."""
-    if _FSTATFS is None or fcntl is None or not hasattr(os, "O_DIRECT"):
-        return False
-    buf = ctypes.create_string_buffer(_STATFS_SIZE)
-    if _FSTATFS(fd, buf) != 0:
-        return False
-    return ctypes.c_long.from_buffer(buf).value == _EXT4_MAGIC
-
-
-DIRECT_BLOCK = 4 << 20
-# Direct I/O wants offsets, lengths and memory aligned to the device's logical block (512 B or
-# 4 KiB); the unaligned end of the prefix is left to the buffered copy.
-DIRECT_ALIGN = 4096
-
-
-def _copy_direct(source: Source, fd: int, length: int, stop: threading.Event | None) -> int:
-    """Copy the block-aligned part of source[0:length] to fd with O_DIRECT writes made straight
-    from the source's page cache: each block of the source is mapped read-only and handed to the
-    write, so the kernel gives the disk the cached pages themselves. No memory is copied and no
-    page cache is made for the copy; the thread waits on the disk. Returns the bytes copied; 0
-    (or where it stopped) when the filesystem refuses direct I/O or a block cannot be mapped."""
-    aligned = length - length % DIRECT_ALIGN
-    if aligned == 0:
-        return 0
-    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
-    except OSError:
-        return 0
-    pos = 0
-    try:
-        while pos < aligned and not (stop and stop.is_set()):
-            try:
-                # Never read by this process, only by the kernel on its behalf: a page the
-                # source lost meanwhile (truncated) fails the write with EFAULT, never a SIGBUS.
-                window = mmap.mmap(source.fileno(), min(DIRECT_BLOCK, aligned - pos),
-                                   access=mmap.ACCESS_READ, offset=pos)
-            except ValueError:
-                raise StorageError("file shrank while copying", path=source.path, offset=pos) from None
-            except OSError:
-                break  # a source that cannot be mapped: the buffered copy goes on from pos
-            try:
-                sent = os.pwritev(fd, [window], pos)
-            except OSError as err:
-                if err.errno == errno.EINVAL:
-                    break  # this alignment is refused after all: the buffered copy goes on from pos
-                if err.errno == errno.EFAULT:
-                    raise StorageError("file shrank while copying", path=source.path, offset=pos) from None
-                raise StorageError(f"copy failed: {err}", path=source.path, offset=pos) from err
-            finally:
-                window.close()
-            if sent <= 0:
-                break
-            pos += sent
-    finally:
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
-    return pos
-
-
-_SYNC_FILE_RANGE_WRITE = 2
-_SYNC_FILE_RANGE: Any = getattr(_LIBC, "sync_file_range", None)
-if _SYNC_FILE_RANGE is not None:
-    _SYNC_FILE_RANGE.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-
-
-def start_writeback(fd: int, offset: int, length: int) -> bool:
-    """Ask the kernel to start writing [offset, offset + length) to disk now, without waiting:
-    the disk then writes while the rest is copied, and the final fdatasync has little left to
-    wait for. Only a hint (durability still comes from fdatasync); False where there is none."""
-    if _SYNC_FILE_RANGE is None:
-        return False
-    return _SYNC_FILE_RANGE(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0
-
-
 # renameat2(RENAME_EXCHANGE) (Linux 3.15+, glibc 2.28+) swaps two names in one atomic step.
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-_RENAMEAT2: object = getattr(_LIBC, "renameat2", None)
+_RENAMEAT2: object = getattr(LIBC, "renameat2", None)
 
 
 def _exchange(a: str, b: str) -> bool:
@@ -268,7 +126,7 @@ class _LocalCommit(PendingCommit):
 
     def _copy(self) -> None:
         try:
-            _copy_prefix(self.source, self.out, self.prefix_length, self._stop)
+            copy_prefix(self.source, self.out, self.prefix_length, self._stop)
             if not self._stop.is_set():
                 self.out.flush()
                 os.fdatasync(self.out.fileno())  # write-back now, not at the final fsync
@@ -278,7 +136,7 @@ class _LocalCommit(PendingCommit):
     def finish(self, tail: bytes) -> str | None:
         try:
             if self._copier is None:
-                _copy_prefix(self.source, self.out, self.prefix_length)
+                copy_prefix(self.source, self.out, self.prefix_length)
             else:
                 self._copier.join()
                 if self._error is not None:
@@ -390,7 +248,7 @@ def _commit_remote(source: Source, prefix_length: int, tail: bytes, dst: str, fs
     check_unchanged(source)
     with storage_errors("upload", dst):
         with fs.open(dst, "wb") as out:
-            _copy_prefix(source, out, prefix_length)
+            copy_prefix(source, out, prefix_length)
             out.write(tail)
 
 

@@ -22,7 +22,8 @@ from pageindex.errors import ConcurrentModificationError, NotParquetError, PageI
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
-from pageindex.io.commit import COPY_BLOCK, temp_name
+from pageindex.io.commit import temp_name
+from pageindex.io.prefix_copy import COPY_BLOCK
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status, retrofit

@@ -50,14 +50,14 @@ def _instrument(pause_at: str | None) -> None:
 
     commit_mod = importlib.import_module("pageindex.io.commit")
 
-    real_copy = commit_mod._copy_prefix
+    real_copy = commit_mod.copy_prefix
 
     def copy_prefix(source, out, length, *rest):
         _phase("before_copy", pause_at)
         real_copy(source, out, length, *rest)
         _phase("after_copy", pause_at)
 
-    commit_mod._copy_prefix = copy_prefix
+    commit_mod.copy_prefix = copy_prefix
 
     real_fsync = os.fsync
     real_replace = os.replace

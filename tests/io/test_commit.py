@@ -20,6 +20,7 @@ import pytest
 
 import pageindex
 import pageindex.io.commit as commit_mod
+import pageindex.io.prefix_copy as copy_mod
 from pageindex.errors import ConcurrentModificationError, StorageError
 from pageindex.io.storage import Source
 from pageindex.verify import verify
@@ -41,7 +42,7 @@ def _kept_prefix(path: Path) -> int:
 
 def _on_ext_filesystem(directory: Path) -> bool:
     """Whether `directory` sits on ext2/3/4, by the mount table (the reference for
-    commit._copies_through_page_cache, which asks the kernel for the filesystem's magic)."""
+    prefix_copy._copies_through_page_cache, which asks the kernel for the filesystem's magic)."""
     device = os.stat(directory).st_dev
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()
@@ -117,20 +118,20 @@ def test_prefix_is_copied_and_flushed_while_indexes_are_computed(src, tmp_path, 
 def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
     """Each copied block is handed to the disk as soon as it is copied (sync_file_range), so
     the final fdatasync waits for the last block only, not for the whole prefix."""
-    if not hasattr(os, "copy_file_range") or commit_mod._SYNC_FILE_RANGE is None:
+    if not hasattr(os, "copy_file_range") or copy_mod._SYNC_FILE_RANGE is None:
         pytest.skip("no copy_file_range or sync_file_range on this platform")
     prefix = _kept_prefix(src)
     calls = []
-    real = commit_mod.start_writeback
+    real = copy_mod.start_writeback
 
     def spy(fd, offset, length):
         started = real(fd, offset, length)
         calls.append((offset, length, started))
         return started
 
-    monkeypatch.setattr(commit_mod, "COPY_BLOCK", 16 << 10)
-    monkeypatch.setattr(commit_mod, "start_writeback", spy)
-    monkeypatch.setattr(commit_mod, "_copies_through_page_cache", lambda fd: False)
+    monkeypatch.setattr(copy_mod, "COPY_BLOCK", 16 << 10)
+    monkeypatch.setattr(copy_mod, "start_writeback", spy)
+    monkeypatch.setattr(copy_mod, "_copies_through_page_cache", lambda fd: False)
     pageindex.retrofit(str(src))
     assert len(calls) == -(-prefix // (16 << 10)) > 2
     assert all(started for _, _, started in calls)  # the real system call accepted each range
@@ -140,13 +141,13 @@ def test_kernel_copy_starts_writeback_block_by_block(src, monkeypatch):
 
 
 def test_start_writeback_reports_a_refused_range(tmp_path):
-    if commit_mod._SYNC_FILE_RANGE is None:
+    if copy_mod._SYNC_FILE_RANGE is None:
         pytest.skip("no sync_file_range on this platform")
     with open(tmp_path / "f", "wb") as out:
         out.write(b"x" * 10_000)
         out.flush()
-        assert commit_mod.start_writeback(out.fileno(), 0, 10_000)
-        assert not commit_mod.start_writeback(out.fileno(), -1, 10)  # EINVAL
+        assert copy_mod.start_writeback(out.fileno(), 0, 10_000)
+        assert not copy_mod.start_writeback(out.fileno(), -1, 10)  # EINVAL
 
 
 def _has_direct_flag(fd: int) -> bool:
@@ -161,7 +162,7 @@ def test_direct_copy_writes_the_aligned_bulk_past_the_page_cache(src, monkeypatc
     if not _on_ext_filesystem(src.parent):
         pytest.skip("direct I/O copies are made on ext2/3/4 only")
     block = 16 << 10
-    monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", block)
+    monkeypatch.setattr(copy_mod, "DIRECT_BLOCK", block)
     writes, kernel, mapped = [], [], []
     real_pwritev, real_copy = os.pwritev, os.copy_file_range
     original = src.read_bytes()
@@ -179,7 +180,7 @@ def test_direct_copy_writes_the_aligned_bulk_past_the_page_cache(src, monkeypatc
     monkeypatch.setattr(os, "pwritev", pwritev)
     monkeypatch.setattr(os, "copy_file_range", copy_file_range)
     prefix = _kept_prefix(src)
-    aligned = prefix - prefix % commit_mod.DIRECT_ALIGN
+    aligned = prefix - prefix % copy_mod.DIRECT_ALIGN
     pageindex.retrofit(str(src))
     assert aligned > 2 * block
     assert [offset for offset, _, _ in writes] == list(range(0, aligned, block))
@@ -195,7 +196,7 @@ def test_direct_copy_refused_midway_goes_on_buffered(src, monkeypatch):
     buffered copy goes on from where it stopped."""
     if not _on_ext_filesystem(src.parent):
         pytest.skip("direct I/O copies are made on ext2/3/4 only")
-    monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", 16 << 10)
+    monkeypatch.setattr(copy_mod, "DIRECT_BLOCK", 16 << 10)
     real_pwritev, calls = os.pwritev, []
 
     def pwritev(fd, buffers, offset):
@@ -218,7 +219,7 @@ def test_direct_copy_is_chosen_by_filesystem(tmp_path, where):
     if not directory.is_dir():
         pytest.skip(f"no {where} here")
     with tempfile.TemporaryFile(dir=directory) as f:
-        assert commit_mod._copies_through_page_cache(f.fileno()) == _on_ext_filesystem(directory)
+        assert copy_mod._copies_through_page_cache(f.fileno()) == _on_ext_filesystem(directory)
 
 
 @pytest.mark.parametrize("how", ["renamed_over", "written_in_place"])
@@ -297,9 +298,9 @@ def copy_path(request, monkeypatch, tmp_path):
     if request.param == "direct":
         if not _on_ext_filesystem(tmp_path):
             pytest.skip("direct I/O copies are made on ext2/3/4 only")
-        monkeypatch.setattr(commit_mod, "DIRECT_BLOCK", 16 << 10)
+        monkeypatch.setattr(copy_mod, "DIRECT_BLOCK", 16 << 10)
         return request.param
-    monkeypatch.setattr(commit_mod, "_copies_through_page_cache", lambda fd: False)
+    monkeypatch.setattr(copy_mod, "_copies_through_page_cache", lambda fd: False)
     if request.param == "python":
         monkeypatch.delattr(os, "copy_file_range", raising=False)
     elif not hasattr(os, "copy_file_range"):
@@ -355,7 +356,7 @@ def test_failure_mid_copy_leaves_no_temp_file(src, tmp_path, monkeypatch, in_pla
     dst = None if in_place else tmp_path / "out" / "o.parquet"
     if copy_path == "python":
         before = _count_dry_run_reads(src)
-        monkeypatch.setattr(commit_mod, "COPY_BLOCK", 4096)  # many reads while copying
+        monkeypatch.setattr(copy_mod, "COPY_BLOCK", 4096)  # many reads while copying
         calls = _failing_read(monkeypatch, before + 3)
     else:
         def fail():
@@ -411,7 +412,7 @@ def _modify_during_copy(monkeypatch, path: Path, how: str, copy_path: str):
         return real_read(self, offset, length, *rest)
 
     monkeypatch.setattr(Source, "read", read)
-    monkeypatch.setattr(commit_mod, "COPY_BLOCK", 1 << 20)
+    monkeypatch.setattr(copy_mod, "COPY_BLOCK", 1 << 20)
     return state
 
 
