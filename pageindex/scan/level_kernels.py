@@ -1,0 +1,87 @@
+"""A nested leaf's repetition and definition level streams (RLE/bit-packed hybrid) counted with
+numba: per page, how many levels have each value, and the first level, in one pass.
+
+Imported by pageindex.scan.nested_encoded only when numba imports (the `fast` extra). The kernel
+returns BAD on a stream it does not accept; the caller then leaves the chunk to Arrow.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# As in pageindex.scan.kernels: compiled code is cached, and chunks may be counted on threads.
+_JIT = {"cache": True, "nogil": True}
+
+BAD = -1  # the stream does not hold what it should: Arrow decides what that means
+
+
+@njit(**_JIT)
+def _uleb(buf, p, end):
+    """The ULEB128 varint at p, and the position after it (BAD when cut off or over 5 bytes)."""
+    value = np.int64(0)
+    shift = 0
+    while p < end and shift < 35:
+        b = np.int64(buf[p])
+        p += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, p
+        shift += 7
+    return np.int64(0), np.int64(BAD)
+
+
+@njit(**_JIT)
+def level_histogram(buf, p, end, count, max_level, hist):
+    """Count `count` levels of the hybrid stream buf[p:end] (bit width that of `max_level`, no
+    width byte) into hist[0..max_level] (zeroed here). Returns the first level (0 when there is
+    none), or BAD for a stream shorter than `count` levels, an RLE run of none, or a level above
+    `max_level`. Levels past `count` are never read, as in Arrow."""
+    hist[:] = 0
+    width = np.int64(0)
+    while (np.int64(1) << width) <= max_level:
+        width += 1
+    mask = (np.int64(1) << width) - 1
+    value_bytes = (width + 7) >> 3
+    first = np.int64(-1)
+    left = np.int64(count)
+    while left > 0:
+        header, p = _uleb(buf, p, end)
+        if p < 0:
+            return np.int64(BAD)
+        if header & 1:
+            groups = header >> 1
+            n = min(groups * 8, left)
+            q = p
+            p = p + groups * width
+            if n == 0 or p > end:
+                return np.int64(BAD)
+            acc = np.int64(0)
+            bits = np.int64(0)
+            for _ in range(n):
+                while bits < width:
+                    acc |= np.int64(buf[q]) << bits
+                    q += 1
+                    bits += 8
+                level = acc & mask
+                acc >>= width
+                bits -= width
+                if level > max_level:
+                    return np.int64(BAD)
+                hist[level] += 1
+                if first < 0:
+                    first = level
+        else:
+            n = min(header >> 1, left)
+            if n == 0 or p + value_bytes > end:
+                return np.int64(BAD)
+            level = np.int64(0)
+            for k in range(value_bytes):
+                level |= np.int64(buf[p + k]) << (8 * k)
+            p += value_bytes
+            if level > max_level:
+                return np.int64(BAD)
+            hist[level] += n
+            if first < 0:
+                first = level
+        left -= n
+    return max(first, np.int64(0))
