@@ -11,12 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pageindex.errors import PageIndexError
 from pageindex.format.footer import read_footer
 from pageindex.format.thrift import Field, Struct, T, encode_struct
 from pageindex.io.storage import open_source
 from pageindex.scan import chunk_scan, encoded
 from pageindex.scan.level_streams import decode_hybrid
-from tests.helpers.both_paths import both_paths, indexes, scan_kernel
+from tests.helpers.both_paths import both_paths, indexes
+from tests.helpers.corpus import corpus_path, load_catalog
 from tests.helpers.hand_pages import with_only_chunk
 from tests.helpers.split_records import write_split_record_file
 
@@ -216,3 +218,21 @@ def test_bit_packed_levels_fall_back(tmp_path):
     both = _assert_same(path)
     assert (both.planned, both.read_encoded) == (1, 0)
     assert both.kernels[0][2].offset_index
+
+
+def _outcome(path: Path, choice: str):
+    try:
+        return indexes(str(path), choice)
+    except PageIndexError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+# Every corpus file with a nested leaf, fuzzed ones included (not those Arrow aborts the process on).
+_NESTED = sorted(row["path"] for row in load_catalog() if row["nested"] and not row["pyarrow_abort"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relpath", _NESTED)
+def test_nested_corpus_same_index_bytes_or_same_error(relpath):
+    path = corpus_path(relpath)
+    assert _outcome(path, encoded.NUMBA) == _outcome(path, encoded.ARROW)
