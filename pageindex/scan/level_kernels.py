@@ -31,6 +31,44 @@ def _uleb(buf, p, end):
 
 
 @njit(**_JIT)
+def _popcount8(b):
+    b = b - ((b >> 1) & 0x55)
+    b = (b & 0x33) + ((b >> 2) & 0x33)
+    return (b + (b >> 4)) & 0x0F
+
+
+@njit(**_JIT)
+def _count_narrow(buf, q, n, width, max_level, hist):
+    """Add a bit-packed run's `n` levels of width 1 or 2 at buf[q:] to hist, a byte (8 or 4
+    levels) at a time; False when one is above max_level."""
+    per_byte = 8 // width
+    full = n // per_byte
+    rest = n - full * per_byte
+    c1 = c2 = c3 = np.int64(0)
+    for i in range(full + (1 if rest else 0)):
+        b = np.int64(buf[q + i])
+        if i == full:
+            b &= (np.int64(1) << (rest * width)) - 1  # the levels past the run's end read as 0
+        if width == 1:
+            c1 += _popcount8(b)
+        else:
+            hi = (b >> 1) & 0x55
+            lo = b & 0x55
+            c3 += _popcount8(hi & lo)
+            c2 += _popcount8(hi & ~lo)
+            c1 += _popcount8(lo & ~hi)
+    if (c3 and max_level < 3) or (c2 and max_level < 2):
+        return False
+    hist[0] += n - c1 - c2 - c3
+    hist[1] += c1
+    if max_level >= 2:
+        hist[2] += c2
+    if max_level >= 3:
+        hist[3] += c3
+    return True
+
+
+@njit(**_JIT)
 def level_histogram(buf, p, end, count, max_level, hist):
     """Count `count` levels of the hybrid stream buf[p:end] (bit width that of `max_level`, no
     width byte) into hist[0..max_level] (zeroed here). Returns the first level (0 when there is
@@ -55,6 +93,15 @@ def level_histogram(buf, p, end, count, max_level, hist):
             p = p + groups * width
             if n == 0 or p > end:
                 return np.int64(BAD)
+            if first < 0:
+                low = np.int64(buf[q]) | ((np.int64(buf[q + 1]) << 8) if width > 8 else np.int64(0))
+                first = low & mask  # the run's first level: its lowest bits (a run holds width bytes or more)
+            if width <= 2:
+                # One and two bits a level (most nested leaves): whole bytes at a time.
+                if not _count_narrow(buf, q, n, width, max_level, hist):
+                    return np.int64(BAD)
+                left -= n
+                continue
             acc = np.int64(0)
             bits = np.int64(0)
             for _ in range(n):
@@ -68,8 +115,6 @@ def level_histogram(buf, p, end, count, max_level, hist):
                 if level > max_level:
                     return np.int64(BAD)
                 hist[level] += 1
-                if first < 0:
-                    first = level
         else:
             n = min(header >> 1, left)
             if n == 0 or p + value_bytes > end:
