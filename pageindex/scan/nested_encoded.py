@@ -82,9 +82,13 @@ class _NestedScanner(_Scanner):
         """Count the page's levels into the two histograms; its values section (uncompressed)."""
         body = self.pages.body(page)
         count = page.num_values
+        if count < 0:
+            raise _Unread()
         if page.kind == PageType.DATA_PAGE_V2:
             rep_end = page.rep_levels_size
             end = rep_end + page.def_levels_size
+            if rep_end < 0 or end < rep_end or end > len(body):
+                raise _Unread()  # the kernel reads only within buf[:end]
             levels = np.frombuffer(body[:end], np.uint8)
             self._count(levels, 0, rep_end, count, self.max_rep, rep_hist, True)
             self._count(levels, rep_end, end, count, self.max_def, def_hist, False)
