@@ -236,3 +236,28 @@ _NESTED = sorted(row["path"] for row in load_catalog() if row["nested"] and not 
 def test_nested_corpus_same_index_bytes_or_same_error(relpath):
     path = corpus_path(relpath)
     assert _outcome(path, encoded.NUMBA) == _outcome(path, encoded.ARROW)
+
+
+@pytest.mark.parametrize("name", ["v1-plain-none", "v2-plain-none"])
+def test_damaged_level_streams_same_outcome(written, name, tmp_path):
+    """Bytes changed at the start of data page bodies (where the level streams are): both paths
+    give the same index bytes or the same error."""
+    data = written[name].read_bytes()
+    source = open_source(str(written[name]))
+    footer = read_footer(source)
+    starts = [p.offset + p.header_size for chunk in footer.chunks[0]
+              for p in chunk_scan.walk_chunk(source, chunk, footer.footer_start).pages]
+    source.close()
+    rng = np.random.default_rng(7)
+    differ = 0
+    for trial in range(24):
+        damaged = bytearray(data)
+        for _ in range(3):
+            at = int(rng.choice(starts)) + int(rng.integers(0, 24))
+            damaged[at] = int(rng.integers(0, 256))
+        path = tmp_path / f"damaged{trial}.parquet"
+        path.write_bytes(bytes(damaged))
+        numba, arrow = _outcome(path, encoded.NUMBA), _outcome(path, encoded.ARROW)
+        assert numba == arrow, trial
+        differ += numba != _outcome(written[name], encoded.ARROW)
+    assert differ > 5  # the damage mattered: errors or other indexes
