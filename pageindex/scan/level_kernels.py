@@ -37,15 +37,39 @@ def _popcount8(b):
     return (b + (b >> 4)) & 0x0F
 
 
+_ODD = np.uint64(0x5555555555555555)  # the low bit of each two-bit field
+
+
+@njit(**_JIT)
+def _popcount64(x):
+    x = x - ((x >> np.uint64(1)) & _ODD)
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
 @njit(**_JIT)
 def _count_narrow(buf, q, n, width, max_level, hist):
-    """Add a bit-packed run's `n` levels of width 1 or 2 at buf[q:] to hist, a byte (8 or 4
-    levels) at a time; False when one is above max_level."""
+    """Add a bit-packed run's `n` levels of width 1 or 2 at buf[q:] to hist, eight bytes (64 or
+    32 levels) at a time, then a byte at a time; False when one is above max_level."""
     per_byte = 8 // width
     full = n // per_byte
     rest = n - full * per_byte
     c1 = c2 = c3 = np.int64(0)
-    for i in range(full + (1 if rest else 0)):
+    words = full >> 3
+    for w in range(words):
+        x = np.uint64(0)
+        for k in range(8):  # little-endian, as the levels are packed
+            x |= np.uint64(buf[q + 8 * w + k]) << np.uint64(8 * k)
+        if width == 1:
+            c1 += _popcount64(x)
+        else:
+            hi = (x >> np.uint64(1)) & _ODD
+            lo = x & _ODD
+            c3 += _popcount64(hi & lo)
+            c2 += _popcount64(hi & ~lo)
+            c1 += _popcount64(lo & ~hi)
+    for i in range(words * 8, full + (1 if rest else 0)):
         b = np.int64(buf[q + i])
         if i == full:
             b &= (np.int64(1) << (rest * width)) - 1  # the levels past the run's end read as 0

@@ -41,7 +41,7 @@ def _hybrid(levels: np.ndarray, width: int, rng: np.random.Generator) -> bytes:
             out += _uleb((j - i) << 1) + int(levels[i]).to_bytes((width + 7) // 8, "little")
             i = j
             continue
-        groups = int(rng.integers(1, 4))
+        groups = int(rng.integers(1, 4)) if rng.random() < 0.5 else int(rng.integers(8, 40))  # long: 64-bit words
         chunk = np.zeros(groups * 8, np.int64)
         take = levels[i:i + groups * 8]
         chunk[:len(take)] = take
@@ -68,6 +68,8 @@ def test_level_histogram_against_numpy_and_arrow(max_level):
         count = int(rng.integers(1, 400))
         # Long runs and noise alike, so both kinds of run occur.
         levels = np.repeat(rng.integers(0, max_level + 1, count), rng.integers(1, 12, count))[:count]
+        if trial % 2:
+            levels = rng.integers(0, max_level + 1, count)  # noise: long bit-packed runs
         stream = _hybrid(levels, width, rng)
         buf = np.frombuffer(b"\xAA" * 3 + stream + b"\x55", np.uint8)  # read from an offset
         hist = np.full(max_level + 1, -7, np.int64)
