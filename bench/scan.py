@@ -34,7 +34,7 @@ from pageindex.format.parquet_thrift import CompressionCodec, Encoding, PageType
 from pageindex.index.plan import plan_chunks
 from pageindex.io.storage import open_source
 from pageindex.retrofit import retrofit
-from pageindex.scan import encoded
+from pageindex.scan import encoded, nested_encoded
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, walk_chunk
 
 PRIME_BYTES = 256 << 20
@@ -148,7 +148,7 @@ def kernel_figures(path: str) -> dict[str, float]:
     os.environ[encoded.ENV] = encoded.NUMBA
     try:
         k = encoded.kernels()
-        work: dict[str, list[Callable[[], None]]] = {"levels": [], "dictionary indices": [],
+        work: dict[str, list[Callable[[], None]]] = {"levels": [], "nested levels": [], "dictionary indices": [],
                                                      "PLAIN numbers": [], "PLAIN byte arrays": []}
         counts = dict.fromkeys(work, 0)
         with open_source(path) as source:
@@ -179,22 +179,14 @@ def _timed_all(calls: list[Callable[[], None]]) -> float:
 def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
     chunk = planned.chunk
     pages = walk_chunk(source, chunk, footer.footer_start)
-    scanner = encoded._Scanner(k, chunk, planned.order, pages)
+    nested = chunk.leaf.max_rep or chunk.leaf.max_def > 1
+    scanner = (nested_encoded._NestedScanner(k, nested_encoded.level_kernels(), chunk, planned.order, pages)
+               if nested else encoded._Scanner(k, chunk, planned.order, pages))
     for page in pages.pages:
         try:
-            levels, values, _ = scanner._sections(page)
+            buf, defined = (_nested_levels if nested else _flat_levels)(k, scanner, page, work, counts)
         except Exception:
             return
-        # Copies: the scan decompresses into buffers it reuses for the next page and chunk.
-        levels = levels.copy()
-        buf = np.array(np.frombuffer(values, np.uint8) if not isinstance(values, np.ndarray) else values)
-        if chunk.leaf.max_def == 1:
-            start, end = (0, len(levels)) if page.kind == PageType.DATA_PAGE_V2 else (4, 4 + int(levels[:4].view("<u4")[0]))
-            work["levels"].append(lambda lv=levels, s=start, e=end, n=page.num_values: k.level_zeros(lv, s, e, n))
-            counts["levels"] += page.num_values
-            defined = page.num_values - k.level_zeros(levels, start, end, page.num_values)
-        else:
-            defined = page.num_values
         if defined <= 0:
             continue
         if page.value_encoding in DICTIONARY_ENCODINGS:
@@ -215,6 +207,47 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
         elif page.value_encoding == Encoding.PLAIN:
             work["PLAIN numbers"].append(lambda b=buf, n=defined: scanner._plain(b, n))
             counts["PLAIN numbers"] += defined
+
+
+def _flat_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
+    """A flat page's definition levels timed through level_zeros; its values and defined count."""
+    levels, values, _ = scanner._sections(page)
+    # Copies: the scan decompresses into buffers it reuses for the next page and chunk.
+    levels = levels.copy()
+    buf = np.array(np.frombuffer(values, np.uint8) if not isinstance(values, np.ndarray) else values)
+    if scanner.chunk.leaf.max_def != 1:
+        return buf, page.num_values
+    start, end = (0, len(levels)) if page.kind == PageType.DATA_PAGE_V2 else (4, 4 + int(levels[:4].view("<u4")[0]))
+    work["levels"].append(lambda lv=levels, s=start, e=end, n=page.num_values: k.level_zeros(lv, s, e, n))
+    counts["levels"] += page.num_values
+    return buf, page.num_values - k.level_zeros(levels, start, end, page.num_values)
+
+
+def _nested_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
+    """A nested page's level streams timed through level_histogram; its values and defined count."""
+    leaf = scanner.chunk.leaf
+    def_hist, rep_hist = np.zeros(leaf.max_def + 1, np.int64), np.zeros(leaf.max_rep + 1, np.int64)
+    buf = np.array(scanner._levels(page, def_hist, rep_hist))  # a copy, as in _flat_levels
+    body = scanner.pages.body(page)
+    if page.kind == PageType.DATA_PAGE_V2:
+        bounds = [(leaf.max_rep, 0, page.rep_levels_size),
+                  (leaf.max_def, page.rep_levels_size, page.rep_levels_size + page.def_levels_size)]
+        levels = np.frombuffer(body[:page.rep_levels_size + page.def_levels_size], np.uint8).copy()
+    else:
+        levels = np.frombuffer(decompress(scanner.chunk.codec, body, page.uncompressed_size), np.uint8).copy()
+        bounds, pos = [], 0
+        for max_level in (leaf.max_rep, leaf.max_def):
+            if max_level:
+                size = int(levels[pos:pos + 4].view("<u4")[0])
+                bounds.append((max_level, pos + 4, pos + 4 + size))
+                pos += 4 + size
+    for max_level, start, end in bounds:
+        if max_level:
+            hist = np.zeros(max_level + 1, np.int64)
+            work["nested levels"].append(lambda lv=levels, s=start, e=end, n=page.num_values, m=max_level, h=hist:
+                                         scanner.levels.level_histogram(lv, s, e, n, m, h))
+            counts["nested levels"] += page.num_values
+    return buf, int(def_hist[leaf.max_def])
 
 
 def _held(d):

@@ -16,6 +16,7 @@ from pageindex.format.footer import ChunkMeta, Footer
 from pageindex.format.parquet_thrift import Type
 from pageindex.io.storage import Source
 from pageindex.scan.encoded import PageExtrema, page_extrema
+from pageindex.scan.nested_encoded import nested_extrema
 from pageindex.scan.page_levels import (
     PageLevels,
     ValueSection,
@@ -77,8 +78,11 @@ def scan_chunks(source: Source, footer: Footer, requests: Iterable[Request]) -> 
         if group.walked and (not with_values or order is not None or chunk.total_compressed_size > GROUP_BYTES // 4):
             # Finish the group before a big chunk is read, so the two are never held together.
             yield from _decode_group(source, footer, group.take())
-        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, with_values, order is not None))
-        if order is not None and walked.with_values:
+        walked = _located(source, chunk, lambda: _walk(source, footer, chunk, with_values, order))
+        if isinstance(walked, ChunkScan):  # a nested chunk read from its encoded pages
+            yield walked
+            continue
+        if order is not None and walked.with_values and walked.sections is None:
             found = _extrema(walked, order)
             if found is not None:
                 del walked  # its bytes may be the source's reused buffer: free for the next read
@@ -195,21 +199,28 @@ def _extrema(walked: _Walked, order: Order) -> ChunkScan | None:
     return ChunkScan(walked.pages.without_data(), levels, None, found)
 
 
-def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool, in_memory: bool = False
-          ) -> _Walked:
+def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool, order: Order | None = None
+          ) -> _Walked | ChunkScan:
+    """The chunk walked and counted; with an `order` (its values are wanted and may be bounded
+    from its encoded pages), a nested chunk's whole scan where its encoded pages allow."""
     nested = needs_level_decoding(chunk)
+    in_memory = order is not None
     # A big flat chunk is walked through a window: its levels need no page bytes, and its
     # values are most likely streamed, so reading it whole would fault in fresh memory for nothing
     # (`in_memory`: its encoded pages are read here, so it is read whole once).
     windowed = (source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES and not nested
                 and not in_memory)
     pages = walk_chunk(source, chunk, footer.footer_start, window=WALK_WINDOW if windowed else None)
+    expected = footer.row_group_rows[chunk.row_group]
+    if nested and order is not None:
+        found = nested_extrema(chunk, order, pages, expected)
+        if found is not None:
+            return ChunkScan(pages.without_data(), found[0], None, found[1])
     if nested:
         levels, sections = nested_levels(chunk, pages, with_values=with_values)
     else:
         levels, sections = flat_levels(pages), None
     rows = int(levels.rows.sum())
-    expected = footer.row_group_rows[chunk.row_group]
     if rows != expected:
         raise MalformedFileError(f"pages hold {rows} rows but the row group has {expected}")
     with_values = with_values and levels.split_record_page is None

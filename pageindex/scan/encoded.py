@@ -59,11 +59,12 @@ def kernels() -> ModuleType | None:
 
 
 def readable(chunk: ChunkMeta, order: Order) -> bool:
-    """Whether this path may bound the chunk, from the footer alone: a flat leaf (no repetition,
-    at most one definition level) of INT32, INT64, FLOAT or DOUBLE, or of a BYTE_ARRAY compared
-    byte-wise, under its type order; and the kernels are there."""
+    """Whether this path may bound the chunk, from the footer alone: a leaf of INT32, INT64,
+    FLOAT or DOUBLE, or of a BYTE_ARRAY compared byte-wise, under its type order; and the kernels
+    are there (for a nested leaf, repeated or below optional groups, the level kernel too: see
+    scan.nested_encoded)."""
     leaf = chunk.leaf
-    if leaf.max_rep or leaf.max_def > 1 or order.total_order:
+    if order.total_order or ((leaf.max_rep or leaf.max_def > 1) and compiled("level_kernels") is None):
         return False
     fits = ((leaf.physical_type, order.kind) in _NUMBERS
             or (leaf.physical_type == Type.BYTE_ARRAY and order.kind is Kind.BYTES))
@@ -75,8 +76,8 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
     a writer quirk, a stream or page it cannot read): Arrow then decodes the chunk, and reports
     whatever is wrong with it. `pages` must hold their bytes."""
     compiled = kernels()
-    if compiled is None:
-        return None
+    if compiled is None or chunk.leaf.max_rep or chunk.leaf.max_def > 1:
+        return None  # nested leaves: scan.nested_encoded reads their levels first
     try:
         return _Scanner(compiled, chunk, order, pages).run()
     except (MalformedFileError, _Unread, MemoryError):

@@ -12,6 +12,7 @@ from pageindex.index.compute import compute_indexes
 from pageindex.index.plan import plan_chunks
 from pageindex.io.storage import open_source
 from pageindex.scan import encoded
+from pageindex.scan.nested_encoded import nested_extrema
 from pageindex.scan.page_walk import walk_chunk
 
 
@@ -63,7 +64,11 @@ def both_paths(path: str, truncate_length: int = 64) -> BothPaths:
                         continue
                     planned += 1
                     pages = walk_chunk(source, p.chunk, footer.footer_start)
-                    read += encoded.page_extrema(p.chunk, p.order, pages) is not None
+                    if p.chunk.leaf.max_rep or p.chunk.leaf.max_def > 1:
+                        rows = footer.row_group_rows[p.chunk.row_group]
+                        read += nested_extrema(p.chunk, p.order, pages, rows) is not None
+                    else:
+                        read += encoded.page_extrema(p.chunk, p.order, pages) is not None
         finally:
             source.close()
     return BothPaths(arrow, kernels, read, planned)
