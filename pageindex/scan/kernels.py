@@ -303,8 +303,8 @@ def _prefix(buf, p, n):
         if n <= 0:
             return np.uint64(0)
         return key & ~((np.uint64(1) << np.uint64(64 - 8 * n)) - np.uint64(1))
-    key = np.uint64(0)
-    for k in range(min(n, 8)):
+    key = np.uint64(0)  # n < 8 here: a value of 8 bytes or more has its 8 in buf
+    for k in range(n):
         key |= np.uint64(buf[p + k]) << np.uint64(56 - 8 * k)
     return key
 

@@ -251,3 +251,37 @@ def test_plain_bytes_refuses_values_past_the_end(seed):
     for cut in range(len(page)):
         buf = np.frombuffer(page + b"\x01" * 16, np.uint8)  # bytes after the end: not the page's
         assert k.plain_bytes(buf, 0, cut, len(values))[-1] == k.BAD, cut
+
+
+@pytest.mark.parametrize("width", range(1, 33))
+def test_index_kernels_read_a_stream_to_its_last_byte(width):
+    # A bit-packed run the buffer ends with: its last values are read byte by byte (an 8-byte
+    # window would pass the end). An index past the dictionary there, with only its top bit set
+    # (a read of too few bytes would see a smaller, valid index), is refused wherever it is.
+    rng = np.random.default_rng(width)
+    size = min(1 << (width - 1), 5000) if width > 1 else 1
+    values = [int(v) for v in rng.integers(0, size, 64)]
+    for where in [None, 0, *range(48, 64)]:
+        held = list(values)
+        if where is not None:
+            held[where] = 1 << (width - 1)
+        buf = np.frombuffer(bytes([width]) + _rle(0, 5, width) + _bit_packed(held, width), np.uint8)
+        statuses = _three(buf, 69, size)
+        assert statuses == ([0] * 4 if where is None else [k.BAD] * 4), where
+    buf = np.frombuffer(bytes([width]) + _rle(0, 5, width) + _bit_packed(values, width), np.uint8)
+    rank = rng.permutation(size).astype(np.int64)
+    low, high, total, status = k.index_ranks(buf, 0, len(buf), 69, rank, np.zeros(0, np.int64))
+    assert status == 0 and (low, high) == (rank[values + [0]].min(), rank[values + [0]].max())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_plain_bytes_when_all_tie_on_eight_bytes(seed):
+    # Every value has the same first 8 bytes: the least and greatest are decided after them.
+    rng = np.random.default_rng(seed)
+    stem = bytes(rng.integers(0, 256, 8, dtype=np.uint8))
+    values = [stem + bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF], int(rng.integers(0, 4))).astype(np.uint8))
+              for _ in range(int(rng.integers(2, 30)))]
+    buf = np.frombuffer(_page(values), np.uint8)
+    low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf), len(values))
+    assert status == 0 and total == sum(map(len, values))
+    assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (min(values), max(values))
