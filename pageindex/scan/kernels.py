@@ -268,6 +268,18 @@ def index_values(buf, p, end, count, entries):
 
 
 @njit(**_JIT)
+def plain_integers(numbers):
+    """The least and greatest of a page's PLAIN integers (at least one), in one pass (numpy's
+    min and max are two); floats are left to numpy, whose min and max keep NaN."""
+    low = high = numbers[0]
+    for i in range(1, numbers.shape[0]):
+        x = numbers[i]
+        low = min(low, x)
+        high = max(high, x)
+    return low, high
+
+
+@njit(**_JIT)
 def _less(buf, a, a_len, b, b_len, start=0):
     """buf[a:a+a_len] < buf[b:b+b_len], unsigned byte-wise, a prefix first; their first `start`
     bytes (of those both have) known equal."""

@@ -285,3 +285,16 @@ def test_plain_bytes_when_all_tie_on_eight_bytes(seed):
     low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf), len(values))
     assert status == 0 and total == sum(map(len, values))
     assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (min(values), max(values))
+
+
+@pytest.mark.parametrize("dtype", ["<i4", "<i8", "<u4", "<u8"])
+def test_plain_integers_against_numpy(dtype):
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    for n in (1, 2, 7, 1000):
+        numbers = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        numbers[rng.integers(0, n)] = info.max if n % 2 else info.min
+        unaligned = np.frombuffer(b"x" + numbers.tobytes(), np.uint8)[1:].view(dtype)  # as pages lie
+        for held in (numbers, unaligned):
+            low, high = k.plain_integers(held)
+            assert (int(low), int(high)) == (int(numbers.min()), int(numbers.max()))
