@@ -263,6 +263,9 @@ class _Scanner:
         if len(buf) < defined * self.dtype.itemsize:
             raise _Unread()
         numbers = buf[: defined * self.dtype.itemsize].view(self.dtype)
+        if self.dtype.kind in "iu":
+            low, high = self.k.plain_integers(numbers)
+            return low, high, 0
         # numpy's min and max propagate NaN: a page holding one reports it.
         return numbers.min(), numbers.max(), 0
 

@@ -19,11 +19,11 @@ def _uleb(n: int) -> bytes:
             return bytes(out)
 
 
-def _bit_packed(values: list[int], width: int) -> bytes:
-    """One bit-packed run of the values, padded to a multiple of 8 values."""
+def _bit_packed(values: list[int], width: int, pad: int = 0) -> bytes:
+    """One bit-packed run of the values, padded with `pad` to a multiple of 8 values."""
     groups = -(-len(values) // 8)
     acc = 0
-    for i, v in enumerate(values + [0] * (groups * 8 - len(values))):
+    for i, v in enumerate(values + [pad] * (groups * 8 - len(values))):
         acc |= v << (i * width)
     return _uleb(groups << 1 | 1) + acc.to_bytes(groups * width, "little")
 
@@ -50,7 +50,7 @@ def _stream(values: list[int], width: int, rng: np.random.Generator) -> bytes:
     return bytes(out)
 
 
-@pytest.mark.parametrize("width", [0, 1, 2, 3, 7, 8, 9, 13, 16, 17, 24, 31, 32])
+@pytest.mark.parametrize("width", range(33))
 def test_index_kernels_every_width(width):
     rng = np.random.default_rng(width)
     size = min(1 << width, 5000)
@@ -131,3 +131,170 @@ def test_plain_bytes_and_dictionary():
     assert status == 0 and [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)] == values
     assert k.plain_dictionary(buf, len(values) + 1)[-1] == k.BAD
     assert k.entry_spans(buf, len(values) + 1)[-1] == k.BAD
+
+
+def _three(buf: np.ndarray, count: int, size: int) -> list[int]:
+    """The status of each index kernel over the stream, for a dictionary of `size` entries."""
+    rank = np.arange(size, dtype=np.int64)
+    starts = np.arange(size, dtype=np.int64)
+    return [k.index_ranks(buf, 0, len(buf), count, rank, rank)[-1],
+            k.index_ranks(buf, 0, len(buf), count, rank, np.zeros(0, np.int64))[-1],
+            k.index_values(buf, 0, len(buf), count, rank.astype(np.float64))[-1],
+            k.index_bytes(buf, 0, len(buf), count, np.arange(size, dtype=np.uint8), starts,
+                          np.ones(size, np.int64))[-1]]
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 12, 25, 32])
+def test_index_kernels_ignore_the_padding_past_count(width):
+    # The last group's padding holds the greatest index the width can: past the dictionary, but
+    # past `count` too, so not a value.
+    size = min((1 << width) - 1, 5000)
+    values = [size - 1, 0, size // 2, size - 1, 0]
+    pad = (1 << width) - 1
+    buf = np.frombuffer(bytes([width]) + _rle(0, 3, width) + _bit_packed(values, width, pad=pad), np.uint8)
+    assert _three(buf, 8, size) == [0, 0, 0, 0]
+    assert k.index_ranks(buf, 0, len(buf), 8, np.arange(size, dtype=np.int64), np.zeros(0, np.int64))[:2] == (0, size - 1)
+    assert set(_three(buf, 9, size)) == {k.BAD}  # the padding is read as a value: past the dictionary
+
+
+@pytest.mark.parametrize("width", [1, 2, 5, 8, 11, 16, 23, 29, 32])
+@pytest.mark.parametrize("where", [0, 7, 200, 1000, 1006, 1007])
+def test_index_kernels_refuse_an_index_past_the_dictionary(width, where):
+    # One index past the dictionary, early in a long run (read by 8-byte windows) or in its last
+    # values (read byte by byte where the window would pass the buffer's end), or an RLE run's.
+    rng = np.random.default_rng(width * 7919 + where)
+    size = max(1, min((1 << width) // 3, 5000))
+    values = [int(v) for v in rng.integers(0, size, 1008)]
+    good = bytes([width]) + _bit_packed(values, width) + _rle(size - 1, 5, width)
+    assert _three(np.frombuffer(good, np.uint8), 1013, size) == [0, 0, 0, 0]
+    values[where] = size + int(rng.integers(0, (1 << width) - size))
+    packed = bytes([width]) + _bit_packed(values, width) + _rle(size - 1, 5, width)
+    assert set(_three(np.frombuffer(packed, np.uint8), 1013, size)) == {k.BAD}
+    before = values[:where] or [0]
+    rle = bytes([width]) + _bit_packed(before, width) + _rle(size, 3, width)
+    assert set(_three(np.frombuffer(rle, np.uint8), -(-len(before) // 8) * 8 + 3, size)) == {k.BAD}
+
+
+@pytest.mark.parametrize("width", [0, 1, 4, 9, 17, 32])
+def test_index_kernels_refuse_cut_off_streams(width):
+    rng = np.random.default_rng(width)
+    size = 1 << min(width, 12)
+    values = [int(v) for v in rng.integers(0, size, 100)]
+    whole = bytes([width]) + _rle(values[0], 20, width) + _bit_packed(values, width) + _rle(0, 10, width)
+    assert _three(np.frombuffer(whole, np.uint8), 130, size) == [0, 0, 0, 0]
+    runs = len(bytes([width]) + _rle(values[0], 20, width))
+    # cut in the RLE run's value (widths above 0 have one), the bit-packed run's data, the last run
+    cuts = [runs + 1, len(whole) - len(_rle(0, 10, width)) - 1, len(whole) - 1][0 if width else 1:]
+    for cut in cuts:
+        assert set(_three(np.frombuffer(whole[:cut], np.uint8), 130, size)) == {k.BAD}, cut
+
+
+def test_index_values_keeps_the_first_of_equal_entries():
+    # 0.0 and -0.0 compare equal: the page's bounds are the first of them referred to, as before.
+    entries = np.array([0.0, -0.0, 1.0])
+    for first in (0, 1):
+        buf = np.frombuffer(bytes([2]) + _bit_packed([first, 1 - first, 2, 1 - first], 2), np.uint8)
+        low, high, nan, status = k.index_values(buf, 0, len(buf), 4, entries)
+        assert status == 0 and not nan and high == 1.0
+        assert np.signbit(low) == bool(first)
+
+
+def _page(values: list[bytes]) -> bytes:
+    return b"".join(len(v).to_bytes(4, "little") + v for v in values)
+
+
+def _strings(rng: np.random.Generator, n: int) -> list[bytes]:
+    """Byte strings that tie on their first 8 bytes, are prefixes of each other, are empty, and
+    hold bytes from 0x80 up (unsigned order), in random order."""
+    stem = bytes(rng.integers(0, 256, 40, dtype=np.uint8))
+    out = []
+    for _ in range(n):
+        kind = int(rng.integers(0, 5))
+        if kind == 0:
+            out.append(stem[:int(rng.integers(0, 41))])  # prefixes of each other, b"" among them
+        elif kind == 1:  # the same first 8 bytes, then anything
+            out.append(stem[:8] + bytes(rng.integers(0, 256, int(rng.integers(0, 12)), dtype=np.uint8)))
+        elif kind == 2:  # short, from a tiny alphabet around 0x7f/0x80 and 0x00
+            out.append(bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF], int(rng.integers(0, 10))).astype(np.uint8)))
+        elif kind == 3:  # a shared prefix with zero bytes after it (b"ab" < b"ab\0")
+            out.append(stem[:int(rng.integers(0, 10))] + b"\0" * int(rng.integers(0, 3)))
+        else:
+            out.append(bytes(rng.integers(0, 256, int(rng.integers(0, 20)), dtype=np.uint8)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plain_bytes_against_python_order(seed):
+    rng = np.random.default_rng(seed)
+    values = _strings(rng, int(rng.integers(1, 60)))
+    page = _page(values)
+    for buf, slack in ((np.frombuffer(page, np.uint8), 0), (np.frombuffer(page + b"\xff" * 9, np.uint8), 9)):
+        low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf) - slack, len(values))
+        assert status == 0 and total == sum(map(len, values))
+        assert bytes(buf[low:low + low_len]) == min(values)
+        assert bytes(buf[high:high + high_len]) == max(values)
+
+
+def test_plain_bytes_ties_on_eight_bytes():
+    values = [b"abcdefgh\x80", b"abcdefgh", b"abcdefgh\x7f\xff", b"abcdefgh\x80\x00", b"abcdefg", b"abcdefgh\x00"]
+    for order in (values, values[::-1]):
+        buf = np.frombuffer(_page(order), np.uint8)
+        low, low_len, high, high_len, _, status = k.plain_bytes(buf, 0, len(buf), len(order))
+        assert status == 0
+        assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (b"abcdefg", b"abcdefgh\x80\x00")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_plain_bytes_refuses_values_past_the_end(seed):
+    values = _strings(np.random.default_rng(seed), 20)
+    page = _page(values)
+    for cut in range(len(page)):
+        buf = np.frombuffer(page + b"\x01" * 16, np.uint8)  # bytes after the end: not the page's
+        assert k.plain_bytes(buf, 0, cut, len(values))[-1] == k.BAD, cut
+
+
+@pytest.mark.parametrize("width", range(1, 33))
+def test_index_kernels_read_a_stream_to_its_last_byte(width):
+    # A bit-packed run the buffer ends with: its last values are read byte by byte (an 8-byte
+    # window would pass the end). An index past the dictionary there, with only its top bit set
+    # (a read of too few bytes would see a smaller, valid index), is refused wherever it is.
+    rng = np.random.default_rng(width)
+    size = min(1 << (width - 1), 5000) if width > 1 else 1
+    values = [int(v) for v in rng.integers(0, size, 64)]
+    for where in [None, 0, *range(48, 64)]:
+        held = list(values)
+        if where is not None:
+            held[where] = 1 << (width - 1)
+        buf = np.frombuffer(bytes([width]) + _rle(0, 5, width) + _bit_packed(held, width), np.uint8)
+        statuses = _three(buf, 69, size)
+        assert statuses == ([0] * 4 if where is None else [k.BAD] * 4), where
+    buf = np.frombuffer(bytes([width]) + _rle(0, 5, width) + _bit_packed(values, width), np.uint8)
+    rank = rng.permutation(size).astype(np.int64)
+    low, high, total, status = k.index_ranks(buf, 0, len(buf), 69, rank, np.zeros(0, np.int64))
+    assert status == 0 and (low, high) == (rank[values + [0]].min(), rank[values + [0]].max())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_plain_bytes_when_all_tie_on_eight_bytes(seed):
+    # Every value has the same first 8 bytes: the least and greatest are decided after them.
+    rng = np.random.default_rng(seed)
+    stem = bytes(rng.integers(0, 256, 8, dtype=np.uint8))
+    values = [stem + bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF], int(rng.integers(0, 4))).astype(np.uint8))
+              for _ in range(int(rng.integers(2, 30)))]
+    buf = np.frombuffer(_page(values), np.uint8)
+    low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf), len(values))
+    assert status == 0 and total == sum(map(len, values))
+    assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (min(values), max(values))
+
+
+@pytest.mark.parametrize("dtype", ["<i4", "<i8", "<u4", "<u8"])
+def test_plain_integers_against_numpy(dtype):
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    for n in (1, 2, 7, 1000):
+        numbers = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        numbers[rng.integers(0, n)] = info.max if n % 2 else info.min
+        unaligned = np.frombuffer(b"x" + numbers.tobytes(), np.uint8)[1:].view(dtype)  # as pages lie
+        for held in (numbers, unaligned):
+            low, high = k.plain_integers(held)
+            assert (int(low), int(high)) == (int(numbers.min()), int(numbers.max()))
