@@ -660,7 +660,12 @@ def render(results: dict) -> tuple[str, str]:
                 "(rows left after row-group and ColumnIndex filtering, before Spark's Filter) and the "
                 "query wall time (collect) in the local[1] session. DataFusion (1 partition, page index and "
                 "pushdown on): pages pruned by the page index (of pages considered) and bytes_scanned. "
-                "pageindex lookup: bytes read. Results are the same before and after (checked: result rows).", "",
+                "pageindex lookup: bytes read. Results are the same before and after (checked: result rows).", ""]
+        rerun = results.get("queries_rerun")
+        if rerun:
+            out += [f"This section was rerun on its own on {rerun['date']} (git commit {rerun['git']}, "
+                    f"`{rerun['command']}`); the other sections are from the run described above.", ""]
+        out += [
                 "| dataset | column | query | result rows | Spark scan rows | Spark s | DataFusion pages pruned | "
                 "DataFusion bytes_scanned | lookup bytes read |",
                 "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -73,6 +73,7 @@ class Config:
     objstore: bool = True
     bloom: bool = True
     planning: bool = True
+    queries_only: bool = False
 
 
 def parse_size(text: str) -> int:
@@ -93,6 +94,9 @@ def config(argv: list[str] | None) -> Config:
     p.add_argument("--cpus", default="0", help="taskset CPU list for every subprocess ('' = no pinning)")
     p.add_argument("--no-spark", action="store_true", help="skip Spark (rewrite and queries)")
     p.add_argument("--no-queries", action="store_true", help="skip the query-effect part")
+    p.add_argument("--queries-only", action="store_true",
+                   help="rerun only the query-effect part into the last run's bench/out/results.json "
+                        "(and RESULTS.md), marked as rerun")
     p.add_argument("--no-objstore", action="store_true",
                    help="skip the object-store part (bench.objstore: moto behind a 20 ms proxy)")
     p.add_argument("--no-bloom", action="store_true",
@@ -130,7 +134,7 @@ def config(argv: list[str] | None) -> Config:
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
-                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning)
+                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning, a.queries_only)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -574,10 +578,50 @@ def _run_part(what: str, module: str, args: list[str]) -> dict | None:
     return json.loads(out.read_text())
 
 
+def rerun_queries(cfg: Config) -> int:
+    """Only the query-effect part, into the last run's results: each of its datasets retrofitted
+    (exact, through the CLI) into bench/out, the queries run before and after, the section replaced
+    and marked as a rerun (date, commit, command); every other figure stays the last run's."""
+    results = json.loads(cfg.raw.read_text())
+    ran = {d["name"] for d in results["datasets"]}
+    dsets = [ds for ds in (D.ensure(D.spec_for(kind, size), log=log) for size in cfg.sizes for kind in cfg.kinds)
+             if ds.name in ran]
+    started = time.monotonic()
+    spark = SparkServer(cfg.cpus) if cfg.spark else None
+    try:
+        if spark is not None:
+            tiny = D.tiny_file(str(D.DATA_DIR / "tiny-warmup.parquet"))
+            spark.call(op="warmup", path=tiny)
+            spark.pin()
+        for ds in dsets:
+            after = OUT / f"{ds.name}.retrofit.parquet"
+            shutil.copyfile(ds.path, after)
+            r = M.worker("retrofit", str(after), "exact", cpus=cfg.cpus)
+            if not r.ok:
+                log(f"queries on {ds.name} skipped: retrofit failed: {r.stderr[-300:]}")
+                continue
+            log(f"queries on {ds.name}")
+            results["queries"][ds.name] = run_queries(cfg, ds, str(after), spark)
+            after.unlink(missing_ok=True)
+    finally:
+        if spark is not None:
+            spark.stop()
+    facts = machine_facts(cfg)
+    results["queries_rerun"] = {"date": facts["date"], "git": facts["git"], "command": cfg.command,
+                                "seconds": time.monotonic() - started}
+    cfg.raw.write_text(json.dumps(results, indent=1, default=str))
+    text, _ = report.render(results)
+    cfg.results.write_text(text)
+    log(f"queries rerun into {os.path.relpath(cfg.results, M.ROOT)} in {time.monotonic() - started:.0f}s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     cfg = config(argv)
     os.chdir(M.ROOT)
     OUT.mkdir(parents=True, exist_ok=True)
+    if cfg.queries_only:
+        return rerun_queries(cfg)
     bench_started = time.monotonic()
     facts = machine_facts(cfg)
     log(f"{facts['make_target']}: kinds={','.join(cfg.kinds) or '-'} sizes="

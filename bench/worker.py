@@ -242,7 +242,7 @@ def op_decompress(src: str) -> dict:
 
 def op_queries(spec_json: str) -> dict:
     """DataFusion page pruning and pageindex lookup I/O for a list of queries on some files."""
-    import pageindex
+    from pageindex.query.lookup import lookup
     from tests.helpers.datafusion import datafusion_page_pruning
 
     spec = json.loads(spec_json)
@@ -257,7 +257,7 @@ def op_queries(spec_json: str) -> dict:
             "page_index_rows_pruned_total", "row_groups_pruned_statistics", "bytes_scanned",
             "output_rows", "result_rows")}
         started = time.perf_counter()
-        table, stats = pageindex.query.lookup(q["path"], q["where"], columns=q["columns"])
+        table, stats = lookup(q["path"], q["where"], columns=q["columns"])
         row["lookup_seconds"] = time.perf_counter() - started
         row["lookup_bytes_read"] = stats.bytes_read
         row["lookup_rows"] = table.num_rows
