@@ -17,7 +17,7 @@ BAD = -1  # the stream does not hold what it should: Arrow decides what that mea
 
 
 @njit(**_JIT)
-def _uleb(buf, p, end):
+def uleb(buf, p, end):
     """The ULEB128 varint at p, and the position after it (-1 when cut off or over 5 bytes)."""
     value = np.int64(0)
     shift = 0
@@ -32,7 +32,7 @@ def _uleb(buf, p, end):
 
 
 @njit(**_JIT)
-def _popcount8(b):
+def popcount8(b):
     b = b - ((b >> 1) & 0x55)
     b = (b & 0x33) + ((b >> 2) & 0x33)
     return (b + (b >> 4)) & 0x0F
@@ -61,7 +61,7 @@ def _run_header(buf, p, end, left, width, value_bytes):
     """The run whose header is at p, of at most `left` values: whether it is bit-packed, how
     many values it holds, where its data starts and where the next run starts (BAD when cut
     off, or an RLE run of none)."""
-    header, p = _uleb(buf, p, end)
+    header, p = uleb(buf, p, end)
     if p < 0:
         return False, np.int64(0), p, p
     if header & 1:
@@ -99,10 +99,10 @@ def level_zeros(buf, p, end, count):
             # one bit a level: a byte's ones at a time rather than one level at a time
             full = n >> 3
             for i in range(full):
-                ones += _popcount8(np.int64(buf[q + i]))
+                ones += popcount8(np.int64(buf[q + i]))
             rest = n & 7
             if rest:
-                ones += _popcount8(np.int64(buf[q + full]) & ((1 << rest) - 1))
+                ones += popcount8(np.int64(buf[q + full]) & ((1 << rest) - 1))
         else:
             if buf[q] > 1:
                 return BAD

@@ -9,33 +9,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# The hybrid stream's varints and bit counts as the flat leaves' kernels read them.
+from pageindex.scan.kernels import BAD, popcount8, uleb
+
 # As in pageindex.scan.kernels: compiled code is cached, and chunks may be counted on threads.
 _JIT = {"cache": True, "nogil": True}
-
-BAD = -1  # the stream does not hold what it should: Arrow decides what that means
-
-
-@njit(**_JIT)
-def _uleb(buf, p, end):
-    """The ULEB128 varint at p, and the position after it (BAD when cut off or over 5 bytes)."""
-    value = np.int64(0)
-    shift = 0
-    while p < end and shift < 35:
-        b = np.int64(buf[p])
-        p += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, p
-        shift += 7
-    return np.int64(0), np.int64(BAD)
-
-
-@njit(**_JIT)
-def _popcount8(b):
-    b = b - ((b >> 1) & 0x55)
-    b = (b & 0x33) + ((b >> 2) & 0x33)
-    return (b + (b >> 4)) & 0x0F
-
 
 _ODD = np.uint64(0x5555555555555555)  # the low bit of each two-bit field
 
@@ -74,13 +52,13 @@ def _count_narrow(buf, q, n, width, max_level, hist):
         if i == full:
             b &= (np.int64(1) << (rest * width)) - 1  # the levels past the run's end read as 0
         if width == 1:
-            c1 += _popcount8(b)
+            c1 += popcount8(b)
         else:
             hi = (b >> 1) & 0x55
             lo = b & 0x55
-            c3 += _popcount8(hi & lo)
-            c2 += _popcount8(hi & ~lo)
-            c1 += _popcount8(lo & ~hi)
+            c3 += popcount8(hi & lo)
+            c2 += popcount8(hi & ~lo)
+            c1 += popcount8(lo & ~hi)
     if (c3 and max_level < 3) or (c2 and max_level < 2):
         return False
     hist[0] += n - c1 - c2 - c3
@@ -107,7 +85,7 @@ def level_histogram(buf, p, end, count, max_level, hist):
     first = np.int64(-1)
     left = np.int64(count)
     while left > 0:
-        header, p = _uleb(buf, p, end)
+        header, p = uleb(buf, p, end)
         if p < 0:
             return np.int64(BAD)
         if header & 1:
