@@ -166,8 +166,11 @@ def _queued_row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...]
     def scan_held_back() -> None:
         for run in segments(held_back, lambda held: held[0].chunk.total_compressed_size):
             chunks = [planned for planned, _ in run]
+            # A local file's longest scans first, so that none is left to run alone at the end;
+            # an object store's in file order, as its reads are fetched ahead.
+            priority = -sum(p.chunk.total_compressed_size for p in chunks) if source.local else 0
             slots = pool.submit(lambda chunks=chunks: list(_from_scans(source, footer, chunks, truncate_length)),
-                                len(chunks))
+                                len(chunks), priority)
             order.extend(slots)
             for (planned, fallback), slot in zip(run, slots):
                 done[id(planned)] = _Queued(slot, fallback)

@@ -5,10 +5,13 @@ The scans hold the GIL only between compiled calls (kernels, decompression, Arro
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -43,12 +46,16 @@ def threads_option(value: int | str) -> int:
 
 
 def segments(items: Sequence[Item], size: Callable[[Item], int]) -> list[list[Item]]:
-    """`items` in order, cut into runs scanned as one task each: a run is closed once it holds
-    SEGMENT_BYTES or SEGMENT_CHUNKS (so a big chunk is a run of its own)."""
+    """`items` in order, cut into runs scanned as one task each: small items are gathered until
+    a run holds SEGMENT_BYTES or SEGMENT_CHUNKS; an item of SEGMENT_BYTES or more is a run of its
+    own (gathered with small ones it would make the longest task longer still)."""
     runs: list[list[Item]] = []
     run: list[Item] = []
     held = 0
     for item in items:
+        if size(item) >= SEGMENT_BYTES and run:
+            runs.append(run)
+            run, held = [], 0
         run.append(item)
         held += size(item)
         if held >= SEGMENT_BYTES or len(run) >= SEGMENT_CHUNKS:
@@ -72,15 +79,26 @@ class Slot:
 
 class ScanPool:
     """Tasks on `threads` threads, at most `threads` running at once (so at most that many
-    chunks' bytes are held: each task reads its own). Closing cancels the tasks not started and
-    waits for those running: no thread outlives the pool."""
+    chunks' bytes are held: each task reads its own), the queued task of least `priority`
+    first. Closing cancels the tasks not started and waits for those running: no thread
+    outlives the pool."""
 
     def __init__(self, threads: int) -> None:
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="pageindex-scan")
+        self._queue: list[tuple[Any, int, Future, Callable[[], Any]]] = []
+        self._ready = threading.Condition()
+        self._closed = False
+        self._count = itertools.count()  # ties in priority go in submission order
+        self._threads = [threading.Thread(target=self._work, name=f"pageindex-scan-{i}", daemon=True)
+                         for i in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, task: Callable[[], list[Result]], count: int) -> list[Slot]:
-        """Run `task` (which returns `count` results) and a slot for each of its results."""
-        future = self._pool.submit(task)
+    def submit(self, task: Callable[[], list[Result]], count: int, priority: Any = 0) -> list[Slot]:
+        """Queue `task` (which returns `count` results); a slot for each of its results."""
+        future: Future = Future()
+        with self._ready:
+            heapq.heappush(self._queue, (priority, next(self._count), future, task))
+            self._ready.notify()
         return [Slot(future, i) for i in range(count)]
 
     @staticmethod
@@ -90,8 +108,31 @@ class ScanPool:
         future.set_exception(err)
         return Slot(future, 0)
 
+    def _work(self) -> None:
+        while True:
+            with self._ready:
+                while not self._queue and not self._closed:
+                    self._ready.wait()
+                if not self._queue:
+                    return
+                *_, future, task = heapq.heappop(self._queue)
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(task())
+            except BaseException as err:  # noqa: BLE001 - handed to whoever takes the result
+                future.set_exception(err)
+            del future, task  # a finished task's results are the future's holder's alone
+
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._ready:
+            self._closed = True
+            for *_, future, _task in self._queue:
+                future.cancel()
+            self._queue.clear()
+            self._ready.notify_all()
+        for thread in self._threads:
+            thread.join()
 
     def __enter__(self) -> "ScanPool":
         return self

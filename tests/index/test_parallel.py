@@ -166,7 +166,7 @@ def test_one_thread_uses_no_pool(checksummed, monkeypatch):
         raise AssertionError("a pool was made for one thread")
 
     monkeypatch.setattr(compute, "_from_scan", recording)
-    monkeypatch.setattr(parallel, "ThreadPoolExecutor", no_pool)
+    monkeypatch.setattr(parallel.ScanPool, "__init__", no_pool)
     retrofit(str(checksummed), dry_run=True, threads=1)
     retrofit(str(checksummed), dry_run=True)  # the library's default
     assert calls == [threading.main_thread().name] * 48
@@ -186,7 +186,7 @@ def test_auto_is_at_most_two_and_what_the_process_may_use(monkeypatch):
 
 
 def test_segments_cut_runs_by_bytes():
-    sizes = [5, 300, 2 << 20, 700 << 10, 400 << 10, 1]
+    sizes = [5, 300, 2 << 20, 700 << 10, 400 << 10, 1, 1 << 20]
     runs = parallel.segments(sizes, lambda s: s)
-    assert runs == [[5, 300, 2 << 20], [700 << 10, 400 << 10], [1]]
+    assert runs == [[5, 300], [2 << 20], [700 << 10, 400 << 10], [1], [1 << 20]]
     assert sum(runs, []) == sizes
