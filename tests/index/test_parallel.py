@@ -190,3 +190,28 @@ def test_segments_cut_runs_by_bytes():
     runs = parallel.segments(sizes, lambda s: s)
     assert runs == [[5, 300], [2 << 20], [700 << 10, 400 << 10], [1], [1 << 20]]
     assert sum(runs, []) == sizes
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("transport", ["arrow", "fsspec"])
+def test_object_store_reads_from_two_threads(matrix, transport, s3_server, s3_bucket, chunk_per_task, tmp_path):
+    """An object's chunks read by two threads through the read plan (Arrow's S3 client or s3fs):
+    the bytes one thread writes."""
+    import fsspec
+
+    from pageindex.io.transport import mark_fsspec_reads
+    from tests.helpers import s3 as s3h
+
+    fs = s3h.make_s3fs(s3_server)
+    if transport == "fsspec":
+        mark_fsspec_reads(fs)
+    src = f"{s3_bucket}/matrix.parquet"
+    fs.put(str(matrix["v1-fallback"]), src)
+    local = fsspec.filesystem("file")
+    outputs = []
+    for threads in (1, 2):
+        dst = tmp_path / f"{threads}.parquet"
+        retrofit(f"s3://{src}", str(dst), filesystem=fs, dst_filesystem=local, threads=threads)
+        outputs.append(dst.read_bytes())
+    assert outputs[1] == outputs[0]
+    assert not _scan_threads()
