@@ -8,6 +8,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
+import numpy as np
+
 from pageindex.errors import PageIndexError
 from pageindex.format.footer import Footer
 from pageindex.format.parquet_thrift import BoundaryOrder, ColumnIndex, Type
@@ -247,9 +249,9 @@ def _no_valid_index(levels: PageLevels) -> str | None:
     if levels.split_record_page is not None:
         return (f"page {levels.split_record_page} does not start at a row boundary "
                 "(a record is split across pages), so no index can be valid")
-    empty = [i for i, rows in enumerate(levels.rows) if rows == 0]
-    if empty:
-        return (f"page {empty[0]} holds no rows: first_row_index could not increase strictly, "
+    empty = np.flatnonzero(levels.rows == 0)  # not a Python step per page: it would hold the GIL
+    if len(empty):
+        return (f"page {int(empty[0])} holds no rows: first_row_index could not increase strictly, "
                 "so no index can be valid")
     return None
 
