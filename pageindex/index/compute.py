@@ -63,8 +63,10 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     # bytes are dropped once it is done. A trusted chunk is fetched whole too: a request costs
     # what reading megabytes does, so its headers come from its bytes, not a request each.
     source.prefetch([_span(planned) for row in plan for planned in row])
+    # A file of one chunk has nothing to scan beside it: no pool is started for it.
+    parallel = threads > 1 and sum(len(row) for row in plan) > 1
     rows: Iterable[list[Computed]] = (
-        _threaded(source, footer, plan, truncate_length, threads) if threads > 1
+        _threaded(source, footer, plan, truncate_length, threads) if parallel
         else (_row_group(source, footer, row, truncate_length) for row in plan))
     for row, done in zip(plan, rows):
         if row:
