@@ -237,7 +237,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     def show(path: str, filesystem: Any) -> int:
-        result = verify(path, filesystem)
+        result = verify(path, filesystem, threads=auto_threads() if args.threads is None else args.threads)
         if args.json:
             print_json_line(result.to_dict())
             return EXIT_OK if result.ok else EXIT_PERMANENT
@@ -388,6 +388,9 @@ def parser() -> argparse.ArgumentParser:
                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to check")
     v.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
+    v.add_argument("--threads", type=_threads_argument, default=None, metavar="N|auto",
+                   help="check N column chunks of a file at a time, each on a thread (default auto: 2 "
+                        "where the process may use 2 CPUs, else 1)")
     v.set_defaults(run=_cmd_verify, subparser=v)
 
     lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows",

@@ -193,7 +193,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             plan = plan_chunks(footer, trust_page_stats, bloom, force, chosen)
             violations: tuple[Violation, ...] = ()
             if is_fully_indexed(footer) and not force:
-                violations = _existing_index_violations(source, footer, verify_existing)
+                violations = _existing_index_violations(source, footer, verify_existing, scan_threads)
                 if not violations and not _named_filters_missing(plan):
                     if cleanup is CleanupAt.FOUND_INDEXED:
                         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
@@ -236,13 +236,14 @@ def _with_statistics_reported(footer: Footer, reports: list[ChunkReport],
             for r in reports]
 
 
-def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool) -> tuple[Violation, ...]:
+def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool, threads: int
+                               ) -> tuple[Violation, ...]:
     """What is wrong with a complete existing index: structural impossibilities first (index
     blocks only), then, when asked or its writer is suspect, whatever `verify` finds in the data."""
     flaws = structural_flaws(source, footer)
     if flaws or not (verify_existing or suspect_writer(footer)):
         return flaws
-    return verify_source(source, footer).violations
+    return verify_source(source, footer, threads).violations
 
 
 def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:

@@ -510,14 +510,26 @@ def test_jobs_2_writes_what_jobs_1_writes(tree, tmp_path):
         assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes()
 
 
+@pytest.mark.parametrize("command", ["retrofit", "verify"])
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5", ""])
-def test_threads_not_a_positive_number_is_one_error_line(value, capsys):
+def test_threads_not_a_positive_number_is_one_error_line(command, value, capsys):
     with pytest.raises(SystemExit) as exited:
-        pageindex.cli.main(["retrofit", "--threads", value, "x.parquet"])
+        pageindex.cli.main([command, "--threads", value, "x.parquet"])
     assert exited.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert errors == [f"pageindex retrofit: error: argument --threads: must be a positive number or auto, "
+    assert errors == [f"pageindex {command}: error: argument --threads: must be a positive number or auto, "
                       f"not {value!r}"]
+
+
+def test_verify_threads_reach_verify(tree, monkeypatch):
+    from pageindex.index.parallel import auto_threads
+
+    asked: list[int] = []
+    verify = pageindex.cli.verify
+    monkeypatch.setattr(pageindex.cli, "verify", lambda *a, threads: asked.append(threads) or verify(*a, threads=threads))
+    assert pageindex.cli.main(["verify", str(tree / "a.parquet"), "--threads", "3"]) == 0
+    assert pageindex.cli.main(["verify", str(tree / "a.parquet")]) == 0
+    assert asked == [3, auto_threads()]
 
 
 def test_threads_reach_each_file_auto_in_one_process_one_per_worker(tree, tmp_path, monkeypatch):
