@@ -11,12 +11,14 @@ import glob
 import os
 import sys
 import statistics
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from pageindex.retrofit import retrofit
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "bench", "data")
 
 
 def cached(kind: str, size: int) -> str:
@@ -48,6 +50,18 @@ def one_file(path: str, threads: int) -> float:
     return time.perf_counter() - started
 
 
+_PEAK = ("import resource, sys; from pageindex.retrofit import retrofit; "
+         "retrofit(sys.argv[1], dry_run=True, threads=int(sys.argv[2])); "
+         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+
+
+def peak_mib(path: str, threads: int) -> float:
+    """Peak RSS in MiB of a fresh process doing one dry run of `path` on `threads` threads."""
+    out = subprocess.run([sys.executable, "-c", _PEAK, path, str(threads)], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    return int(out.stdout.split()[-1]) / 1024
+
+
 def file_rounds(path: str, rounds: int, threads: int) -> None:
     """threads=1 and threads=`threads` in turn, `rounds` times (which goes first alternates, so
     neither always runs on a warmer cache): each round's ratio, then the medians'."""
@@ -63,6 +77,8 @@ def file_rounds(path: str, rounds: int, threads: int) -> None:
     print(f"{os.path.basename(path)}: threads=1 {one * 1e3:.1f} ms, threads={threads} {many * 1e3:.1f} ms "
           f"(medians of {rounds}): {one / many:.2f}x; rounds "
           + ", ".join(f"{a / b:.2f}x" for a, b in zip(ones, manys)), flush=True)
+    print(f"  peak RSS of a process doing one dry run: threads=1 {peak_mib(path, 1):.0f} MiB, "
+          f"threads={threads} {peak_mib(path, threads):.0f} MiB", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
