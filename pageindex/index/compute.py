@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator
+from typing import Generator, Iterator
 
 import numpy as np
 
@@ -65,14 +65,17 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     source.prefetch([_span(planned) for row in plan for planned in row])
     # A file of one chunk has nothing to scan beside it: no pool is started for it.
     parallel = threads > 1 and sum(len(row) for row in plan) > 1
-    rows: Iterable[list[Computed]] = (
+    rows: Generator[list[Computed], None, None] = (
         _threaded(source, footer, plan, truncate_length, threads) if parallel
         else (_row_group(source, footer, row, truncate_length) for row in plan))
-    for row, done in zip(plan, rows):
-        if row:
-            source.release_prefetched_before(max(p.chunk.start + p.chunk.total_compressed_size for p in row))
-        indexes.append([computed[0] for computed in done])
-        reports.extend(computed[1] for computed in done)
+    try:
+        for row, done in zip(plan, rows):
+            if row:
+                source.release_prefetched_before(max(p.chunk.start + p.chunk.total_compressed_size for p in row))
+            indexes.append([computed[0] for computed in done])
+            reports.extend(computed[1] for computed in done)
+    finally:
+        rows.close()  # whatever stops the loop, the pool's threads end here, not when a traceback goes
     source.release_prefetch()
     return indexes, reports
 
