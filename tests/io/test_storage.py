@@ -126,3 +126,32 @@ def test_storage_options_from_the_command_line():
             storage_options_from(None, [bad])
     with pytest.raises(ValueError, match="already set"):
         storage_options_from(None, ["profile=a", "profile.x=1"])
+
+
+def test_each_thread_reads_into_a_spare_of_its_own(small_reuse, data_file):
+    """Two threads' views are alive at once: neither overwrites the other's bytes, and each
+    thread's next read reuses its own buffer."""
+    import threading
+
+    path, data = data_file
+    barrier = threading.Barrier(2, timeout=30)
+    found: dict[int, tuple] = {}
+
+    def reader(i: int) -> None:
+        offset = i * (16 << 10)
+        first = source.read_view(offset, 8 << 10)
+        barrier.wait()  # both views alive now
+        same = bytes(first) == data[offset:offset + (8 << 10)]
+        buffer = id(first.obj)
+        del first
+        again = source.read_view(offset + 100, 8 << 10)
+        found[i] = (same, buffer, id(again.obj), bytes(again) == data[offset + 100:offset + 100 + (8 << 10)])
+
+    with open_source(str(path)) as source:
+        threads = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert all(same and reread and buffer == reused for same, buffer, reused, reread in found.values())
+    assert found[0][1] != found[1][1], "both threads read into one buffer"
