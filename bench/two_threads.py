@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import os
 import sys
 import statistics
@@ -62,10 +63,29 @@ def peak_mib(path: str, threads: int) -> float:
     return int(out.stdout.split()[-1]) / 1024
 
 
+def ceiling(threads: int) -> float:
+    """What two (or `threads`) cores give right now to work that surely runs without the GIL:
+    hashlib over 32 MiB per thread, one after the other against on threads (best of 3). Another
+    process on the second core shows here as well as in the scan's ratio."""
+    data = os.urandom(32 << 20)
+    best = 0.0
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(threads):
+            hashlib.sha256(data).digest()
+        serial = time.perf_counter() - started
+        with ThreadPoolExecutor(threads) as pool:
+            started = time.perf_counter()
+            list(pool.map(lambda _: hashlib.sha256(data).digest(), range(threads)))
+            best = max(best, serial / (time.perf_counter() - started))
+    return best
+
+
 def file_rounds(path: str, rounds: int, threads: int) -> None:
     """threads=1 and threads=`threads` in turn, `rounds` times (which goes first alternates, so
     neither always runs on a warmer cache): each round's ratio, then the medians'."""
     ones, manys = [], []
+    before = ceiling(threads)
     for i in range(rounds):
         if i % 2:
             many, one = one_file(path, threads), one_file(path, 1)
@@ -77,6 +97,8 @@ def file_rounds(path: str, rounds: int, threads: int) -> None:
     print(f"{os.path.basename(path)}: threads=1 {one * 1e3:.1f} ms, threads={threads} {many * 1e3:.1f} ms "
           f"(medians of {rounds}): {one / many:.2f}x; rounds "
           + ", ".join(f"{a / b:.2f}x" for a, b in zip(ones, manys)), flush=True)
+    print(f"  hashlib on {threads} threads meanwhile (what the cores gave): {before:.2f}x before, "
+          f"{ceiling(threads):.2f}x after", flush=True)
     print(f"  peak RSS of a process doing one dry run: threads=1 {peak_mib(path, 1):.0f} MiB, "
           f"threads={threads} {peak_mib(path, threads):.0f} MiB", flush=True)
 
