@@ -28,7 +28,7 @@ from pageindex.index.reader import (
     read_index_bytes,
     read_page_indexes,
 )
-from pageindex.index.parallel import ScanPool, threads_option
+from pageindex.index.parallel import ScanPool, threads_option, worth_threads
 from pageindex.index.soundness import Violation, check_boundary_order
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
@@ -77,6 +77,7 @@ def verify_source(source: Source, footer: Footer, threads: int = 1) -> VerifyRes
     # The filters come in the same read as the index blocks (on an object store, one request).
     held = read_index_bytes(source, footer, bloom_filters=True)
     indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row), held)
+    threads = worth_threads(threads, [chunk.total_compressed_size for row in footer.chunks for chunk in row])
     with ScanPool(threads) if threads > 1 else contextlib.nullcontext() as pool:
         for row in footer.chunks:
             checked_here = [chunk for chunk in row if indexes[chunk.row_group, chunk.column] != (None, None)

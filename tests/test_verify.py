@@ -300,7 +300,14 @@ def _verified(path: Path, threads: int):
         return f"{type(err).__name__}: {err}"
 
 
-def test_two_threads_find_what_one_finds(sorted_file, tmp_path):
+@pytest.fixture
+def small_chunks_too(monkeypatch):
+    from pageindex.index import parallel
+
+    monkeypatch.setattr(parallel, "MIN_MEAN_CHUNK_BYTES", 0)
+
+
+def test_two_threads_find_what_one_finds(sorted_file, small_chunks_too, tmp_path):
     """Violations in several chunks and row groups, found on two threads: the same list, in the
     same order; a file whose pages fail their CRC in two chunks raises the first one's error."""
     def edit(r, c, ci, oi):
@@ -324,7 +331,7 @@ def test_two_threads_find_what_one_finds(sorted_file, tmp_path):
 
 
 @pytest.mark.parametrize("relpath", ["candidate", "oracle"])
-def test_corpus_two_threads_same_result(relpath):
+def test_corpus_two_threads_same_result(relpath, small_chunks_too):
     from tests.helpers.corpus import corpus_rows
 
     differ = [row["path"] for row in corpus_rows(relpath) if row["path"].endswith(".parquet")

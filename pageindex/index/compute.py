@@ -19,7 +19,7 @@ from pageindex.index.bloom.blob import build_filter
 from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
 from pageindex.index.builder import Refusal, column_index, column_index_of_extrema, offset_index, unencoded_bytes
 from pageindex.index.fallback import Fallback
-from pageindex.index.parallel import ScanPool, Slot, segments
+from pageindex.index.parallel import ScanPool, Slot, segments, worth_threads
 from pageindex.index.plan import ChunkPlan
 from pageindex.index.tail_writer import ChunkIndexes
 from pageindex.io.storage import Source
@@ -63,10 +63,10 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     # bytes are dropped once it is done. A trusted chunk is fetched whole too: a request costs
     # what reading megabytes does, so its headers come from its bytes, not a request each.
     source.prefetch([_span(planned) for row in plan for planned in row])
-    # A file of one chunk has nothing to scan beside it: no pool is started for it.
-    parallel = threads > 1 and sum(len(row) for row in plan) > 1
+    # No pool for a file of one chunk, or of chunks too small to gain from one.
+    threads = worth_threads(threads, [p.chunk.total_compressed_size for row in plan for p in row])
     rows: Generator[list[Computed], None, None] = (
-        _threaded(source, footer, plan, truncate_length, threads) if parallel
+        _threaded(source, footer, plan, truncate_length, threads) if threads > 1
         else (_row_group(source, footer, row, truncate_length) for row in plan))
     try:
         for row, done in zip(plan, rows):

@@ -22,6 +22,10 @@ Result = TypeVar("Result")
 SEGMENT_BYTES = 1 << 20
 # At most this many chunks in one task (scan.chunk_scan.GROUP_CHUNKS: one Arrow read's).
 SEGMENT_CHUNKS = 256
+# Threads are used for a file whose chunks average at least this many bytes (compressed): below
+# it a chunk's Python outweighs its compiled work and two threads taking turns on the GIL ran
+# slower than one (a 500-column file of ~13 KiB chunks: 0.68x; bench/RESULTS-scan.md).
+MIN_MEAN_CHUNK_BYTES = 256 << 10
 # "auto": threads for one file, at most this many (two cores is the measured case).
 AUTO_THREADS = 2
 AUTO = "auto"
@@ -43,6 +47,14 @@ def threads_option(value: int | str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"threads must be a positive number or {AUTO!r}, not {value!r}")
     return value
+
+
+def worth_threads(threads: int, sizes: Sequence[int]) -> int:
+    """The threads to use for chunks of these compressed sizes: `threads`, or 1 when there is
+    only one chunk or they are too small on average to gain (MIN_MEAN_CHUNK_BYTES)."""
+    if threads <= 1 or len(sizes) < 2 or sum(sizes) < MIN_MEAN_CHUNK_BYTES * len(sizes):
+        return 1
+    return threads
 
 
 def segments(items: Sequence[Item], size: Callable[[Item], int]) -> list[list[Item]]:

@@ -22,7 +22,13 @@ PATHS = [encoded.ARROW, encoded.NUMBA]
 
 
 @pytest.fixture
-def chunk_per_task(monkeypatch):
+def small_chunks_too(monkeypatch):
+    """Files of small chunks use the threads too (these tests' files are small)."""
+    monkeypatch.setattr(parallel, "MIN_MEAN_CHUNK_BYTES", 0)
+
+
+@pytest.fixture
+def chunk_per_task(monkeypatch, small_chunks_too):
     """Every chunk a task of its own, so small files spread over the threads."""
     monkeypatch.setattr(parallel, "SEGMENT_BYTES", 1)
 
@@ -67,7 +73,7 @@ def test_trusted_page_stats_mixed_with_scans(matrix, name, chunk_per_task, tmp_p
     assert _written(matrix[name], tmp_path / "two.parquet", encoded.NUMBA, 2, **options) == one
 
 
-def test_default_runs_keep_small_chunks_together(matrix, tmp_path):
+def test_default_runs_keep_small_chunks_together(matrix, small_chunks_too, tmp_path):
     """Without chunk_per_task the matrix's small chunks are runs of several chunks: same bytes."""
     name = "v1-fallback"
     one = _written(matrix[name], tmp_path / "one.parquet", encoded.ARROW, 1)
@@ -183,6 +189,18 @@ def test_auto_is_at_most_two_and_what_the_process_may_use(monkeypatch):
     assert parallel.threads_option("auto") == 1
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert parallel.threads_option("auto") == 2
+
+
+def test_small_chunks_stay_on_one_thread(checksummed, monkeypatch):
+    """A file whose chunks average under MIN_MEAN_CHUNK_BYTES is scanned without a pool."""
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool was made for small chunks")
+
+    monkeypatch.setattr(parallel.ScanPool, "__init__", no_pool)
+    assert retrofit(str(checksummed), dry_run=True, threads=2).status == "dry_run"
+    assert parallel.worth_threads(2, [300 << 10, 220 << 10]) == 2
+    assert parallel.worth_threads(2, [300 << 10, 200 << 10]) == 1
+    assert parallel.worth_threads(2, [1 << 30]) == 1
 
 
 def test_segments_cut_runs_by_bytes():
