@@ -34,6 +34,7 @@ from pageindex.cli_output import (
     print_json_line,
     printable,
 )
+from pageindex.index.parallel import AUTO, auto_threads, threads_option
 from pageindex.inspection import format_text, inspect_file
 from pageindex.io.storage import add_transport_argument, resolve, storage_errors, storage_options_from
 from pageindex.job.process import (
@@ -84,6 +85,22 @@ def _processed(targets: list[Target], options: JobOptions, jobs: int) -> Iterato
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _threads(threads: int | None, jobs: int, files: int) -> int:
+    """Threads per file: as given, else `auto` in one process and one per worker process (the
+    processes already take the cores)."""
+    if threads is not None:
+        return threads
+    return auto_threads() if jobs == 1 or files < 2 else 1
+
+
+def _threads_argument(text: str) -> int:
+    """--threads: a positive number or `auto`."""
+    try:
+        return threads_option(AUTO if text.strip().lower() == AUTO else int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number or {AUTO}, not {text!r}") from None
+
+
 def _cmd_retrofit(args: argparse.Namespace) -> int:
     legacy = legacy_destination(args.paths, args.output, args.storage_options)
     if legacy is not None:
@@ -99,7 +116,8 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
     check_report_path(args.report, args.storage_options)
     check_report_path(args.state, args.storage_options, "the state")
-    options = index_options(args, copy_unchanged=args.copy_unchanged, storage_options=args.storage_options)
+    options = index_options(args, copy_unchanged=args.copy_unchanged, storage_options=args.storage_options,
+                            threads=_threads(args.threads, args.jobs, len(targets)))
     state = RunState(args.state, args.storage_options, args.paths, options) if args.state else None
     records, targets = _unchanged(state, targets, args.json)
     progress = Progress(len(targets), sum(t.file.size for t in targets), sys.stderr,
@@ -219,7 +237,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     def show(path: str, filesystem: Any) -> int:
-        result = verify(path, filesystem)
+        result = verify(path, filesystem, threads=auto_threads() if args.threads is None else args.threads)
         if args.json:
             print_json_line(result.to_dict())
             return EXIT_OK if result.ok else EXIT_PERMANENT
@@ -339,6 +357,10 @@ def parser() -> argparse.ArgumentParser:
                         "store itself where it can)")
     r.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="index N files at a time in worker processes (default 1)")
+    r.add_argument("--threads", type=_threads_argument, default=None, metavar="N|auto",
+                   help="scan N column chunks of a file at a time, each on a thread (auto: 2 where "
+                        "the process may use 2 CPUs, else 1); default auto, but 1 per worker "
+                        "process with --jobs above 1. The output is the same for any N")
     add_index_arguments(r)
     r.add_argument("--json", action="store_true",
                    help="print one JSON record per file (JSON lines) instead of text; the summary "
@@ -366,6 +388,9 @@ def parser() -> argparse.ArgumentParser:
                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("paths", nargs="+", metavar="PATH", help="files, directories or globs to check")
     v.add_argument("--json", action="store_true", help="one JSON document per file (JSON lines)")
+    v.add_argument("--threads", type=_threads_argument, default=None, metavar="N|auto",
+                   help="check N column chunks of a file at a time, each on a thread (default auto: 2 "
+                        "where the process may use 2 CPUs, else 1)")
     v.set_defaults(run=_cmd_verify, subparser=v)
 
     lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows",

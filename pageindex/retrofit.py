@@ -22,6 +22,7 @@ from pageindex.index.compute import PAGE_STATS, ChunkReport, compute_indexes
 from pageindex.index.chunk_stats import STATISTICS_CHANGES, NewStatistics, new_statistics
 from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.original import kept_prefix, with_moved_filters
+from pageindex.index.parallel import threads_option
 from pageindex.index.plan import ChunkPlan, plan_chunks
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
@@ -132,7 +133,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
              trust_page_stats: bool = False, stale_temp_seconds: float = 3600.0,
              bloom_filter: str | list[str] | tuple[str, ...] = "none", bloom_fpp: float = DEFAULT_FPP,
              bloom_max_bytes: int = DEFAULT_MAX_BYTES, verify_existing: bool = False,
-             ahead: OpenAhead | None = None, chunk_statistics: bool = True) -> RetrofitResult:
+             ahead: OpenAhead | None = None, chunk_statistics: bool = True,
+             threads: int | str = 1) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
     The output is the original file, byte for byte and its footer included, then the new index
     blocks and footer: a reader that learned the old length still reads the old file. A rerun
@@ -164,12 +166,17 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     (index.chunk_stats: deprecated bounds a declared order would hide, else the exact bounds of
     the new ColumnIndex); False leaves every chunk's statistics as they are, except bounds a
     repair found wrong (they would drop rows): those are always replaced.
+    threads: scan this many of the file's column chunks at a time, each on a thread of its own
+    ("auto": two where the process may use two CPUs, else one); the output is the same byte for
+    byte, and so is any error. One (the default) scans them one after the other on the calling
+    thread, as a process that already runs a file per core wants.
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
     if ahead is not None and ahead.path != src:
         raise ValueError(f"ahead opens {ahead.path}, not {src}")
     bloom = bloom_options(bloom_filter, bloom_fpp, bloom_max_bytes)
+    scan_threads = threads_option(threads)
     started = time.monotonic()
     dst_fs, dst_path = resolve(src if dst is None else dst,
                                filesystem if dst_filesystem is None else dst_filesystem)
@@ -186,7 +193,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             plan = plan_chunks(footer, trust_page_stats, bloom, force, chosen)
             violations: tuple[Violation, ...] = ()
             if is_fully_indexed(footer) and not force:
-                violations = _existing_index_violations(source, footer, verify_existing)
+                violations = _existing_index_violations(source, footer, verify_existing, scan_threads)
                 if not violations and not _named_filters_missing(plan):
                     if cleanup is CleanupAt.FOUND_INDEXED:
                         clean_stale_temporaries(dst_fs, dst_path, stale_temp_seconds)
@@ -197,7 +204,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
             kept = kept_prefix(source, footer, plan)
             pending = None if dry_run else begin_commit(source, kept.length, dst_path, dst_fs)
             with _undone_on_failure(source, pending):
-                indexes, reports = compute_indexes(source, footer, plan, truncate_length)
+                indexes, reports = compute_indexes(source, footer, plan, truncate_length, scan_threads)
                 with_moved_filters(source, kept, indexes)
                 wrong = frozenset((v.row_group, v.column) for v in violations if v.check == CHUNK_STATISTICS)
                 statistics = new_statistics(footer, plan, indexes, chunk_statistics, wrong)
@@ -229,13 +236,14 @@ def _with_statistics_reported(footer: Footer, reports: list[ChunkReport],
             for r in reports]
 
 
-def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool) -> tuple[Violation, ...]:
+def _existing_index_violations(source: Source, footer: Footer, verify_existing: bool, threads: int
+                               ) -> tuple[Violation, ...]:
     """What is wrong with a complete existing index: structural impossibilities first (index
     blocks only), then, when asked or its writer is suspect, whatever `verify` finds in the data."""
     flaws = structural_flaws(source, footer)
     if flaws or not (verify_existing or suspect_writer(footer)):
         return flaws
-    return verify_source(source, footer).violations
+    return verify_source(source, footer, threads).violations
 
 
 def _named_filters_missing(plan: tuple[tuple[ChunkPlan, ...], ...]) -> bool:

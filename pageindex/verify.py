@@ -4,6 +4,7 @@ and holding every value; the chunk's min_value/max_value holding every value.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from pageindex.index.reader import (
     read_index_bytes,
     read_page_indexes,
 )
+from pageindex.index.parallel import ScanPool, threads_option, worth_threads
 from pageindex.index.soundness import Violation, check_boundary_order
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.chunk_scan import ChunkScan, needs_values, scan_chunk
@@ -60,32 +62,47 @@ class VerifyResult:
         }
 
 
-def verify(path: str, filesystem: Any = None) -> VerifyResult:
+def verify(path: str, filesystem: Any = None, threads: int | str = 1) -> VerifyResult:
+    """Check the file's page indexes and bloom filters against its data; `threads` chunks at a
+    time, as retrofit's `threads` (the same result for any value)."""
+    count = threads_option(threads)
     with open_source(path, filesystem) as source, collector_paused():
-        return verify_source(source, read_footer(source))
+        return verify_source(source, read_footer(source), count)
 
 
-def verify_source(source: Source, footer: Footer) -> VerifyResult:
+def verify_source(source: Source, footer: Footer, threads: int = 1) -> VerifyResult:
     """verify on an open file whose footer is read (retrofit's --verify-existing)."""
     violations: list[Violation] = []
     pages = with_oi = with_ci = 0
     # The filters come in the same read as the index blocks (on an object store, one request).
     held = read_index_bytes(source, footer, bloom_filters=True)
     indexes = read_page_indexes(source, (chunk for row in footer.chunks for chunk in row), held)
-    for row in footer.chunks:
-        checked_here = [chunk for chunk in row if indexes[chunk.row_group, chunk.column] != (None, None)
-                        or chunk.bloom_filter is not None]
-        # On an object store: the row group's checked chunks in a few merged requests.
-        source.prefetch([(chunk.start, chunk.total_compressed_size) for chunk in checked_here])
-        for chunk in checked_here:
-            oi, ci = indexes[chunk.row_group, chunk.column]
-            with_oi += oi is not None
-            with_ci += ci is not None
-            order = order_for(chunk.leaf, footer.declared_order(chunk.column))
-            found, checked = _verify_chunk(source, footer, chunk, order, oi, ci, held)
-            release_memory(chunk.total_compressed_size)
-            violations += found
-            pages += checked
+    threads = worth_threads(threads, [chunk.total_compressed_size for row in footer.chunks for chunk in row])
+    with ScanPool(threads) if threads > 1 else contextlib.nullcontext() as pool:
+        for row in footer.chunks:
+            checked_here = [chunk for chunk in row if indexes[chunk.row_group, chunk.column] != (None, None)
+                            or chunk.bloom_filter is not None]
+            # On an object store: the row group's checked chunks in a few merged requests.
+            source.prefetch([(chunk.start, chunk.total_compressed_size) for chunk in checked_here])
+
+            def check(chunk: ChunkMeta) -> tuple[list[Violation], int]:
+                oi, ci = indexes[chunk.row_group, chunk.column]
+                order = order_for(chunk.leaf, footer.declared_order(chunk.column))
+                checked = _verify_chunk(source, footer, chunk, order, oi, ci, held)
+                release_memory(chunk.total_compressed_size)
+                return checked
+
+            # On a pool: the row group's chunks at once, their results (and the first error)
+            # taken in file order.
+            results = (map(check, checked_here) if pool is None else
+                       [pool.submit(lambda chunk=chunk: [check(chunk)], 1)[0] for chunk in checked_here])
+            for chunk, result in zip(checked_here, results):
+                found, checked = result if pool is None else result.result()
+                oi, ci = indexes[chunk.row_group, chunk.column]
+                with_oi += oi is not None
+                with_ci += ci is not None
+                violations += found
+                pages += checked
     source.release_prefetch()
     return VerifyResult(source.path, sum(len(r) for r in footer.chunks), with_oi, with_ci,
                         pages, tuple(violations))

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pageindex
+import pageindex.cli
 from pageindex.progress import render
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
 from tests.helpers.paths import REPO_ROOT
@@ -312,6 +313,7 @@ def test_verify_file_without_index(files):
     ["retrofit", "--truncate-length", "0", "x.parquet"],
     ["retrofit", "--truncate-length", "many", "x.parquet"],
     ["retrofit", "--jobs", "0", "x.parquet"],
+    ["retrofit", "--threads", "0", "x.parquet"],
     ["retrofit", "--overwrite", "x.parquet"],  # --overwrite is for --output only
     ["retrofit", "a.parquet", "b.parquet"],  # the old SRC DST form, b.parquet missing
     ["inspect"],
@@ -504,6 +506,54 @@ def test_jobs_2_writes_what_jobs_1_writes(tree, tmp_path):
     ok(run_cli("retrofit", tree, "--output", tmp_path / "one", "--jobs", "1"))
     ok(run_cli("retrofit", tree, "--output", tmp_path / "two", "--jobs", "2"))
     assert files_below(tmp_path / "one") == files_below(tmp_path / "two") == DATA
+    for rel in DATA:
+        assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes()
+
+
+@pytest.mark.parametrize("command", ["retrofit", "verify"])
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5", ""])
+def test_threads_not_a_positive_number_is_one_error_line(command, value, capsys):
+    with pytest.raises(SystemExit) as exited:
+        pageindex.cli.main([command, "--threads", value, "x.parquet"])
+    assert exited.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert errors == [f"pageindex {command}: error: argument --threads: must be a positive number or auto, "
+                      f"not {value!r}"]
+
+
+def test_verify_threads_reach_verify(tree, monkeypatch):
+    from pageindex.index.parallel import auto_threads
+
+    asked: list[int] = []
+    verify = pageindex.cli.verify
+    monkeypatch.setattr(pageindex.cli, "verify", lambda *a, threads: asked.append(threads) or verify(*a, threads=threads))
+    assert pageindex.cli.main(["verify", str(tree / "a.parquet"), "--threads", "3"]) == 0
+    assert pageindex.cli.main(["verify", str(tree / "a.parquet")]) == 0
+    assert asked == [3, auto_threads()]
+
+
+def test_threads_reach_each_file_auto_in_one_process_one_per_worker(tree, tmp_path, monkeypatch):
+    """--threads N is each file's; without it, auto in one process (1 under --jobs above 1,
+    whose worker processes already take the cores)."""
+    from pageindex.index.parallel import auto_threads
+    from pageindex.job import process
+
+    asked: list[int] = []
+    retrofit = process.retrofit
+    monkeypatch.setattr(process, "retrofit", lambda *a, **kw: asked.append(kw["threads"]) or retrofit(*a, **kw))
+    assert pageindex.cli.main(["retrofit", str(tree), "--dry-run", "--threads", "3"]) == 0
+    assert asked == [3] * (len(DATA) + 1)  # README.txt too, found not Parquet
+    asked.clear()
+    assert pageindex.cli.main(["retrofit", str(tree / "a.parquet"), "--dry-run", "--threads", "auto"]) == 0
+    assert pageindex.cli.main(["retrofit", str(tree / "a.parquet"), "--dry-run"]) == 0
+    assert pageindex.cli.main(["retrofit", str(tree / "a.parquet"), "--dry-run", "--jobs", "4"]) == 0
+    assert asked == [auto_threads()] * 3
+    assert pageindex.cli._threads(None, 4, 2) == 1 and pageindex.cli._threads(2, 4, 2) == 2
+
+
+def test_threads_2_writes_what_threads_1_writes(tree, tmp_path):
+    ok(run_cli("retrofit", tree, "--output", tmp_path / "one", "--threads", "1"))
+    ok(run_cli("retrofit", tree, "--output", tmp_path / "two", "--threads", "2"))
     for rel in DATA:
         assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes()
 

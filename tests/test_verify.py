@@ -289,3 +289,51 @@ def test_empty_page_index_reported(tmp_path):
         ci is not None and any(n and k == 0 for n, k in zip(ci.null_pages, ci.null_counts)))
     if broken:
         assert not r.ok, "verify accepted an index that breaks first_row_index / null_pages rules"
+
+
+# ------------------------------------------------------------------ threads
+
+def _verified(path: Path, threads: int):
+    try:
+        return verify(str(path), threads=threads).to_dict()
+    except pageindex.errors.PageIndexError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+@pytest.fixture
+def small_chunks_too(monkeypatch):
+    from pageindex.index import parallel
+
+    monkeypatch.setattr(parallel, "MIN_MEAN_CHUNK_BYTES", 0)
+
+
+def test_two_threads_find_what_one_finds(sorted_file, small_chunks_too, tmp_path):
+    """Violations in several chunks and row groups, found on two threads: the same list, in the
+    same order; a file whose pages fail their CRC in two chunks raises the first one's error."""
+    def edit(r, c, ci, oi):
+        return (set_list_item(ci, 5, 0, 3) if c == 1 or r == 1 else ci), oi
+    k = np.arange(BASE, BASE + 20_000, dtype=np.int64)
+    pq.write_table(pa.table({"k": k, "v": k * 2.0}), tmp_path / "rgs.parquet", row_group_size=5000,
+                   data_page_size=4096, write_page_index=True, write_page_checksum=True, use_dictionary=False)
+    wrong = rewrite_page_index(tmp_path / "rgs.parquet", tmp_path / "wrong.parquet", edit)
+    found = verify(str(wrong), threads=2)
+    assert len({(v.row_group, v.column) for v in found.violations}) > 2
+    assert found.to_dict() == verify(str(wrong), threads=1).to_dict()
+    data = bytearray(wrong.read_bytes())
+    meta = pq.ParquetFile(wrong).metadata
+    for rg, col in [(1, 1), (2, 0)]:
+        c = meta.row_group(rg).column(col)
+        data[c.data_page_offset + c.total_compressed_size - 3] ^= 0xFF  # a page's values, not its header
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(bytes(data))
+    assert _verified(broken, 2) == _verified(broken, 1)
+    assert "row group 1" in _verified(broken, 1)
+
+
+@pytest.mark.parametrize("relpath", ["candidate", "oracle"])
+def test_corpus_two_threads_same_result(relpath, small_chunks_too):
+    from tests.helpers.corpus import corpus_rows
+
+    differ = [row["path"] for row in corpus_rows(relpath) if row["path"].endswith(".parquet")
+              and _verified(corpus_path(row), 1) != _verified(corpus_path(row), 2)]
+    assert differ == []

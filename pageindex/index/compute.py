@@ -4,8 +4,11 @@ From trusted page-header statistics where the plan allows it, else from the chun
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Generator, Iterator
+
+import numpy as np
 
 from pageindex.errors import PageIndexError
 from pageindex.format.footer import Footer
@@ -16,6 +19,7 @@ from pageindex.index.bloom.blob import build_filter
 from pageindex.index.bloom.options import AUTO_MIN_ORDERED_PAGES, auto_keeps
 from pageindex.index.builder import Refusal, column_index, column_index_of_extrema, offset_index, unencoded_bytes
 from pageindex.index.fallback import Fallback
+from pageindex.index.parallel import ScanPool, Slot, segments, worth_threads
 from pageindex.index.plan import ChunkPlan
 from pageindex.index.tail_writer import ChunkIndexes
 from pageindex.io.storage import Source
@@ -48,8 +52,10 @@ Computed = tuple[ChunkIndexes, ChunkReport]
 
 
 def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan, ...], ...],
-                    truncate_length: int) -> tuple[list[list[ChunkIndexes]], list[ChunkReport]]:
-    """The indexes of every chunk, a list per row group, and a report per chunk in file order."""
+                    truncate_length: int, threads: int = 1
+                    ) -> tuple[list[list[ChunkIndexes]], list[ChunkReport]]:
+    """The indexes of every chunk, a list per row group, and a report per chunk in file order.
+    `threads` above 1 scans chunks on that many threads (the same results, and the same error)."""
     indexes: list[list[ChunkIndexes]] = []
     reports: list[ChunkReport] = []
     # On an object store, in either mode: one plan for the whole file, so the next row group is
@@ -57,12 +63,19 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     # bytes are dropped once it is done. A trusted chunk is fetched whole too: a request costs
     # what reading megabytes does, so its headers come from its bytes, not a request each.
     source.prefetch([_span(planned) for row in plan for planned in row])
-    for row in plan:
-        done = _row_group(source, footer, row, truncate_length)
-        if row:
-            source.release_prefetched_before(max(p.chunk.start + p.chunk.total_compressed_size for p in row))
-        indexes.append([computed[0] for computed in done])
-        reports.extend(computed[1] for computed in done)
+    # No pool for a file of one chunk, or of chunks too small to gain from one.
+    threads = worth_threads(threads, [p.chunk.total_compressed_size for row in plan for p in row])
+    rows: Generator[list[Computed], None, None] = (
+        _threaded(source, footer, plan, truncate_length, threads) if threads > 1
+        else (_row_group(source, footer, row, truncate_length) for row in plan))
+    try:
+        for row, done in zip(plan, rows):
+            if row:
+                source.release_prefetched_before(max(p.chunk.start + p.chunk.total_compressed_size for p in row))
+            indexes.append([computed[0] for computed in done])
+            reports.extend(computed[1] for computed in done)
+    finally:
+        rows.close()  # whatever stops the loop, the pool's threads end here, not when a traceback goes
     source.release_prefetch()
     return indexes, reports
 
@@ -103,6 +116,94 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
 def _fell_back(computed: Computed, fallback: str) -> Computed:
     """An exact scan's result, with why header statistics were not used for it (if they were trusted)."""
     return (computed[0], replace(computed[1], fallback=fallback)) if fallback else computed
+
+
+# The threads take the next row group's chunks while the last of this one's finish: scans of
+# this many row groups ahead are queued (each task holds its chunks' bytes only while it runs).
+ROWS_AHEAD = 1
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A chunk's scan on the pool, and why header statistics were not used for it."""
+
+    slot: Slot
+    fallback: str
+
+
+@dataclass(frozen=True)
+class _QueuedRow:
+    done: list[Computed | _Queued]  # per chunk in row order (incomplete once a failure stopped it)
+    order: list[Slot]  # the scans and any failure, in the order _row_group meets them
+    stopped: bool  # a step failed: nothing after it is computed, as _row_group would not
+
+
+def _threaded(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan, ...], ...], truncate_length: int,
+              threads: int) -> Iterator[list[Computed]]:
+    """_row_group of each row group in turn, its scans on a pool of `threads` threads. A row
+    group's results are taken once the next one's scans are queued, so the threads do not idle
+    at its end; taken in the order one thread computes them, they raise its first error."""
+    with ScanPool(threads) as pool:
+        queued: deque[_QueuedRow] = deque()
+        for row in plan:
+            queued.append(_queued_row_group(source, footer, row, truncate_length, pool))
+            if queued[-1].stopped:
+                break
+            if len(queued) > ROWS_AHEAD:
+                yield _taken(queued.popleft())
+        while queued:
+            yield _taken(queued.popleft())
+
+
+def _taken(row: _QueuedRow) -> list[Computed]:
+    for slot in row.order:
+        slot.result()  # the first failure one thread would have met is raised, as it raised it
+    return [_fell_back(entry.slot.result(), entry.fallback) if isinstance(entry, _Queued) else entry
+            for entry in row.done]
+
+
+def _queued_row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int,
+                      pool: ScanPool) -> _QueuedRow:
+    """_row_group with its scans queued on `pool` in runs (parallel.segments): header statistics
+    are read here, in the same order; a failure among them is kept for its turn."""
+    done: dict[int, Computed | _Queued] = {}
+    order: list[Slot] = []
+    held_back: list[tuple[ChunkPlan, str]] = []
+
+    def scan_held_back() -> None:
+        for run in segments(held_back, lambda held: held[0].chunk.total_compressed_size):
+            chunks = [planned for planned, _ in run]
+            # A local file's longest scans first, so that none is left to run alone at the end;
+            # an object store's in file order, as its reads are fetched ahead.
+            priority = -sum(p.chunk.total_compressed_size for p in chunks) if source.local else 0
+            slots = pool.submit(lambda chunks=chunks: list(_from_scans(source, footer, chunks, truncate_length)),
+                                len(chunks), priority)
+            order.extend(slots)
+            for (planned, fallback), slot in zip(run, slots):
+                done[id(planned)] = _Queued(slot, fallback)
+        held_back.clear()
+
+    held_bytes = 0
+    for planned in sorted(row, key=lambda p: p.chunk.start):
+        fallback: str = planned.fallback
+        if planned.from_headers:
+            try:
+                computed = _from_page_stats(source, footer, planned, truncate_length)
+            except Exception as err:  # noqa: BLE001 - raised in its turn, after the scans queued before it
+                order.append(pool.failed(err))
+                return _QueuedRow([], order, True)
+            if not isinstance(computed, str):
+                source.release_prefetched(*_span(planned))
+                done[id(planned)] = computed
+                continue
+            fallback = computed
+        held_back.append((planned, fallback))
+        held_bytes += planned.chunk.total_compressed_size
+        if held_bytes >= source.read_options.range_cap:
+            scan_held_back()
+            held_bytes = 0
+    scan_held_back()
+    return _QueuedRow([done[id(planned)] for planned in row], order, False)
 
 
 def _span(planned: ChunkPlan) -> tuple[int, int]:
@@ -153,9 +254,9 @@ def _no_valid_index(levels: PageLevels) -> str | None:
     if levels.split_record_page is not None:
         return (f"page {levels.split_record_page} does not start at a row boundary "
                 "(a record is split across pages), so no index can be valid")
-    empty = [i for i, rows in enumerate(levels.rows) if rows == 0]
-    if empty:
-        return (f"page {empty[0]} holds no rows: first_row_index could not increase strictly, "
+    empty = np.flatnonzero(levels.rows == 0)  # not a Python step per page: it would hold the GIL
+    if len(empty):
+        return (f"page {int(empty[0])} holds no rows: first_row_index could not increase strictly, "
                 "so no index can be valid")
     return None
 

@@ -10,12 +10,14 @@ import copy
 import json
 import os
 import stat
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import fsspec
+import numpy as np
 
 from pageindex.errors import PageIndexError, StorageError
 from pageindex.io.read_plan import ReadOptions, ReadPlan
@@ -83,8 +85,7 @@ class Source:
         self._fd: int | None = None
         self._plan: ReadPlan | None = None
         self._kept: tuple[int, bytes] | None = None  # the end of the file, read once (keep_tail)
-        self._spare = bytearray()
-        self._spare_lock = threading.Lock()
+        self._spares = threading.local()  # each thread's reused read buffer (read_view)
         self._remote: Callable[[int, int], bytes] | None = None  # Arrow's reads (open_source)
 
     @property
@@ -128,10 +129,10 @@ class Source:
         return self.fs.cat_file(self.path, start=offset, end=offset + length)
 
     def read_view(self, offset: int, length: int, purpose: str = "data") -> bytes | memoryview:
-        """`read`, but a big local read lands in a buffer this Source keeps, returned as a
-        read-only view. Fresh memory is faulted in page by page on every read: reading each chunk
-        into the same warm pages saves those faults (see bench/RESULTS.md), for at most
-        REUSE_MAX_BYTES held between reads."""
+        """`read`, but a big local read lands in a buffer this Source keeps for the calling thread,
+        returned as a read-only view. Fresh memory is faulted in page by page on every read:
+        reading each chunk into the same warm pages saves those faults (see bench/RESULTS.md), for
+        at most REUSE_MAX_BYTES held between reads per thread that reads."""
         end = min(offset + length, self.size)
         planned = self._in_memory(offset, end) if end > offset >= 0 else None
         if planned is not None:
@@ -215,26 +216,24 @@ class Source:
             return os.preadv(self.fileno(), [view], offset)
 
     def _take_spare(self, size: int) -> memoryview | None:
-        """A writable view of the first `size` bytes of the spare buffer, or None while a view
-        of it is still alive anywhere (ours, a slice, or an Arrow buffer made from one)."""
-        with self._spare_lock:
-            spare = self._spare
-            try:
-                # A bytearray refuses to change size while exported: the one reliable sign that
-                # someone still reads the bytes a new read would overwrite. (Shrunk first, then
-                # grown back within its allocation: no reallocation, no copy.)
-                if spare:
-                    spare.append(spare.pop())
-            except BufferError:
-                return None
-            if len(spare) < size:
-                spare = self._spare = bytearray(size)
-            return memoryview(spare)[:size]
+        """A writable view of the first `size` bytes of this thread's spare buffer, or None while
+        a view of it is still alive anywhere (ours, a slice, or an Arrow buffer made from one)."""
+        spare = getattr(self._spares, "buffer", None)
+        # Every view of the buffer (a memoryview, its slices, what wraps them) holds it through
+        # one export: references beyond the holder, this name and getrefcount's argument are
+        # views still alive, whose bytes a new read would overwrite.
+        if spare is not None and sys.getrefcount(spare) > _SPARE_UNSHARED:
+            return None
+        if spare is None or len(spare) < size:
+            # Not zeroed (a bytearray would be, page by page, holding the GIL): the read itself
+            # faults the pages in, outside it.
+            spare = self._spares.buffer = np.empty(size, np.uint8)
+        return memoryview(spare)[:size]
 
     def drop_spare(self) -> None:
-        """Free the buffer read_view reuses (it is made again on the next read that needs it)."""
-        with self._spare_lock:
-            self._spare = bytearray()
+        """Free the calling thread's buffer that read_view reuses (it is made again on the next
+        read that needs it); other threads' go when they end."""
+        self._spares.buffer = None
 
     def stored(self, offset: int, length: int) -> "StoredRange":
         """`length` bytes at `offset`, left on storage until sliced."""
@@ -259,6 +258,8 @@ class Source:
 # chunk_scan streams from storage instead of keeping (STREAM_CHUNK_BYTES).
 REUSE_MIN_BYTES = 1 << 20
 REUSE_MAX_BYTES = 32 << 20
+# References to an idle spare buffer inside _take_spare: its holder, the local name, the argument.
+_SPARE_UNSHARED = 3
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ class JobOptions:
     bloom_max_bytes: int = DEFAULT_MAX_BYTES
     verify_existing: bool = False
     chunk_statistics: bool = True  # False: every chunk's statistics left as they are
+    # A file's chunks scanned at a time (retrofit's threads): the CLI's --threads. The Spark job
+    # keeps one, as it runs a task per core.
+    threads: int = 1
 
     @property
     def bloom(self) -> BloomOptions:
@@ -194,7 +197,7 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
                           stale_temp_seconds=options.stale_temp_seconds, bloom_filter=options.bloom_filter,
                           bloom_fpp=options.bloom_fpp, bloom_max_bytes=options.bloom_max_bytes,
                           verify_existing=options.verify_existing, ahead=ahead,
-                          chunk_statistics=options.chunk_statistics)
+                          chunk_statistics=options.chunk_statistics, threads=options.threads)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,

@@ -175,9 +175,9 @@ class _Scanner:
         if self.pages.dictionary is not None:
             self._dictionary()  # read even if no page refers to it, as Arrow reads it (and may refuse it)
         for i, page in enumerate(self.pages.pages):
-            levels, values, count_nulls = self._sections(page)
-            nulls[i] = count_nulls(levels)
-            defined = page.num_values - nulls[i]
+            values, page_nulls = self._sections(page)
+            nulls[i] = page_nulls
+            defined = page.num_values - page_nulls
             if defined == 0:
                 continue
             low, high, size = self._extrema(page, values, defined)
@@ -187,9 +187,10 @@ class _Scanner:
                 unencoded[i] = size
         return PageExtrema(nulls, self._array(found), counts, unencoded)
 
-    def _sections(self, page: Page):
-        """The page's definition levels and values section (both uncompressed) and how to count
-        the levels' nulls."""
+    def _sections(self, page: Page) -> tuple[np.ndarray | memoryview, int]:
+        """The page's values section (uncompressed) and its nulls, counted from its definition
+        levels (no closure or numpy scalar per page: the Python between compiled calls holds the
+        GIL that another thread's scan waits for)."""
         body = self.pages.body(page)
         if page.kind == PageType.DATA_PAGE_V2:
             end = page.rep_levels_size + page.def_levels_size
@@ -202,18 +203,18 @@ class _Scanner:
             elif len(values) != size:
                 raise _Unread()  # a writer that says uncompressed and compresses: Arrow's to judge
             levels = np.frombuffer(body[:end], np.uint8)
-            return levels, values, lambda lv: self._nulls(lv, 0, len(lv), page.num_values)
+            return values, self._nulls(levels, 0, len(levels), page.num_values)
         if page.kind != PageType.DATA_PAGE:
             raise _Unread()
         whole = self.bodies.body(body, page.uncompressed_size)
         if self.max_def == 0:
-            return whole, whole, lambda lv: 0
+            return whole, 0
         if page.def_encoding not in (Encoding.RLE, None) or len(whole) < 4:
             raise _Unread()
-        length = int(whole[:4].view("<u4")[0])
+        length = int.from_bytes(whole[:4], "little")
         if 4 + length > len(whole):
             raise _Unread()
-        return whole, whole[4 + length:], lambda lv: self._nulls(lv, 4, 4 + length, page.num_values)
+        return whole[4 + length:], self._nulls(whole, 4, 4 + length, page.num_values)
 
     def _nulls(self, levels: np.ndarray, start: int, end: int, count: int) -> int:
         if self.max_def == 0:

@@ -37,13 +37,13 @@ class BothPaths:
     planned: int  # chunks planned for the kernels
 
 
-def indexes(path: str, choice: str, truncate_length: int = 64) -> list:
+def indexes(path: str, choice: str, truncate_length: int = 64, threads: int = 1) -> list:
     with scan_kernel(choice):
         source = open_source(str(path))
         try:
             footer = read_footer(source)
             plan = plan_chunks(footer, trust_page_stats=False)
-            blocks, reports = compute_indexes(source, footer, plan, truncate_length)
+            blocks, reports = compute_indexes(source, footer, plan, truncate_length, threads)
         finally:
             source.close()
     flat = [b for row in blocks for b in row]

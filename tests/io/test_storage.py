@@ -47,7 +47,7 @@ def test_a_live_view_is_never_overwritten(small_reuse, data_file):
         first = source.read_view(0, 8 << 10)
         piece = first[100:200]
         arrow = pa.py_buffer(first[1000:1100])
-        buffer = first.obj
+        buffer = id(first.obj)  # not the buffer itself: a reference to it marks it in use
         del first
         second = source.read_view(10 << 10, 8 << 10)
         assert isinstance(second, bytes), "a slice still refers to the first read"
@@ -58,7 +58,7 @@ def test_a_live_view_is_never_overwritten(small_reuse, data_file):
         assert arrow.to_pybytes() == data[1000:1100]
         del arrow, third
         fourth = source.read_view(30 << 10, 8 << 10)
-        assert fourth.obj is buffer, "no view is left: the buffer is reused"
+        assert id(fourth.obj) == buffer, "no view is left: the buffer is reused"
         assert bytes(fourth) == data[30 << 10:38 << 10]
 
 
@@ -126,3 +126,32 @@ def test_storage_options_from_the_command_line():
             storage_options_from(None, [bad])
     with pytest.raises(ValueError, match="already set"):
         storage_options_from(None, ["profile=a", "profile.x=1"])
+
+
+def test_each_thread_reads_into_a_spare_of_its_own(small_reuse, data_file):
+    """Two threads' views are alive at once: neither overwrites the other's bytes, and each
+    thread's next read reuses its own buffer."""
+    import threading
+
+    path, data = data_file
+    barrier = threading.Barrier(2, timeout=30)
+    found: dict[int, tuple] = {}
+
+    def reader(i: int) -> None:
+        offset = i * (16 << 10)
+        first = source.read_view(offset, 8 << 10)
+        barrier.wait()  # both views alive now
+        same = bytes(first) == data[offset:offset + (8 << 10)]
+        buffer = id(first.obj)
+        del first
+        again = source.read_view(offset + 100, 8 << 10)
+        found[i] = (same, buffer, id(again.obj), bytes(again) == data[offset + 100:offset + 100 + (8 << 10)])
+
+    with open_source(str(path)) as source:
+        threads = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert all(same and reread and buffer == reused for same, buffer, reused, reread in found.values())
+    assert found[0][1] != found[1][1], "both threads read into one buffer"

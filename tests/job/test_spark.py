@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pageindex.errors import UsageError
 from pageindex.io import commit as commit_mod
 from pageindex.io.commit import TEMP_TAG
 from pageindex.io.discovery import InputFile
@@ -892,6 +893,13 @@ def test_config_is_parsed_once_and_frozen():
     assert config.options.bloom_filter == "auto" and not config.in_place
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.max_failures = 3
+
+
+def test_the_job_scans_a_file_on_one_thread_per_task():
+    """A task per core is the job's model: its files are not given more threads (retrofit's threads)."""
+    assert JobConfig.from_argv(["--input", "a", "--in-place"]).options.threads == 1
+    with pytest.raises(UsageError):
+        JobConfig.from_argv(["--input", "a", "--in-place", "--threads", "2"])
 
 
 def test_keep_chunk_statistics_leaves_them_and_names_the_copy_apart(spark, tmp_path):
