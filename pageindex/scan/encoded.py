@@ -11,6 +11,7 @@ import functools
 import threading
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -79,8 +80,8 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
     if compiled is None or chunk.leaf.max_rep or chunk.leaf.max_def > 1:
         return None  # nested leaves: scan.nested_encoded reads their levels first
     try:
-        return _Scanner(compiled, chunk, order, pages).run()
-    except (MalformedFileError, _Unread, MemoryError):
+        return Scanner(compiled, chunk, order, pages).run()
+    except (MalformedFileError, Unread, MemoryError):
         # MemoryError: a header claiming a page far bigger than its bytes could hold; Arrow's
         # decode of the chunk reports it as what it is.
         return None
@@ -91,7 +92,7 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
         return None
 
 
-class _Unread(Exception):
+class Unread(Exception):
     """A page this path does not read."""
 
 
@@ -153,7 +154,7 @@ def _snappy_says(data: memoryview, size: int) -> bool:
     return preamble is not None and preamble[0] == size
 
 
-class _Scanner:
+class Scanner:
     """One chunk's pages, one at a time."""
 
     def __init__(self, compiled: ModuleType, chunk: ChunkMeta, order: Order, pages: ChunkPages) -> None:
@@ -167,17 +168,27 @@ class _Scanner:
         self.no_lengths = np.zeros(0, np.int64)
 
     def run(self) -> PageExtrema:
+        nulls = np.zeros(len(self.pages.pages), np.int64)
+
+        def section(i: int, page: Page) -> tuple[np.ndarray | memoryview, int]:
+            values, page_nulls = self._sections(page)
+            nulls[i] = page_nulls
+            return values, page.num_values - page_nulls
+
+        return self.bound(section, nulls)
+
+    def bound(self, section: Callable[[int, Page], tuple[np.ndarray | memoryview, int]],
+              nulls: np.ndarray) -> PageExtrema:
+        """Each page's two extrema, from the values section and defined values `section(i, page)`
+        gives (which fills nulls[i])."""
         n = len(self.pages.pages)
-        nulls = np.zeros(n, np.int64)
         counts = np.zeros(n, np.int64)
         unencoded = np.zeros(n, np.int64) if self.bytes else None
         found: list = []
         if self.pages.dictionary is not None:
             self._dictionary()  # read even if no page refers to it, as Arrow reads it (and may refuse it)
         for i, page in enumerate(self.pages.pages):
-            values, page_nulls = self._sections(page)
-            nulls[i] = page_nulls
-            defined = page.num_values - page_nulls
+            values, defined = section(i, page)
             if defined == 0:
                 continue
             low, high, size = self._extrema(page, values, defined)
@@ -195,25 +206,25 @@ class _Scanner:
         if page.kind == PageType.DATA_PAGE_V2:
             end = page.rep_levels_size + page.def_levels_size
             if page.rep_levels_size or (self.max_def == 0 and page.def_levels_size):
-                raise _Unread()
+                raise Unread()
             values = body[end:]
             size = page.uncompressed_size - end
             if page.is_compressed:
                 values = self.bodies.body(values, size)
             elif len(values) != size:
-                raise _Unread()  # a writer that says uncompressed and compresses: Arrow's to judge
+                raise Unread()  # a writer that says uncompressed and compresses: Arrow's to judge
             levels = np.frombuffer(body[:end], np.uint8)
             return values, self._nulls(levels, 0, len(levels), page.num_values)
         if page.kind != PageType.DATA_PAGE:
-            raise _Unread()
+            raise Unread()
         whole = self.bodies.body(body, page.uncompressed_size)
         if self.max_def == 0:
             return whole, 0
         if page.def_encoding not in (Encoding.RLE, None) or len(whole) < 4:
-            raise _Unread()
+            raise Unread()
         length = int.from_bytes(whole[:4], "little")
         if 4 + length > len(whole):
-            raise _Unread()
+            raise Unread()
         return whole[4 + length:], self._nulls(whole, 4, 4 + length, page.num_values)
 
     def _nulls(self, levels: np.ndarray, start: int, end: int, count: int) -> int:
@@ -221,7 +232,7 @@ class _Scanner:
             return 0
         zeros = self.k.level_zeros(levels, start, end, count)
         if zeros < 0:
-            raise _Unread()
+            raise Unread()
         return int(zeros)
 
     def _extrema(self, page: Page, values, defined: int) -> tuple:
@@ -233,10 +244,10 @@ class _Scanner:
         if encoding in DICTIONARY_ENCODINGS and not self.bytes:
             entries = self._dictionary().ordered
             if len(entries) == 0:
-                raise _Unread()
+                raise Unread()
             low, high, nan, status = self.k.index_values(buf, 0, len(buf), defined, entries)
             if status < 0:
-                raise _Unread()
+                raise Unread()
             # A NaN among the page's values stays among its two, so it is seen (R7).
             return (low, self.dtype.type(np.nan) if nan else high, 0)
         if encoding in DICTIONARY_ENCODINGS and isinstance(self._dictionary().ordered, _Spans):
@@ -244,25 +255,25 @@ class _Scanner:
             low, high, size, status = self.k.index_bytes(buf, 0, len(buf), defined, spans.ordered.body,
                                                          spans.ordered.starts, spans.lengths)
             if status < 0:
-                raise _Unread()
+                raise Unread()
             return spans.ordered[low], spans.ordered[high], int(size)
         if encoding in DICTIONARY_ENCODINGS:
             dictionary = self._dictionary()
             low, high, size, status = self.k.index_ranks(buf, 0, len(buf), defined, dictionary.rank,
                                                          dictionary.lengths if self.bytes else self.no_lengths)
             if status < 0:
-                raise _Unread()
+                raise Unread()
             return dictionary.by_rank(low), dictionary.by_rank(high), int(size)
-        raise _Unread()
+        raise Unread()
 
     def _plain(self, buf: np.ndarray, defined: int) -> tuple:
         if self.bytes:
             low, low_len, high, high_len, size, status = self.k.plain_bytes(buf, 0, len(buf), defined)
             if status < 0:
-                raise _Unread()
+                raise Unread()
             return bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len]), int(size)
         if len(buf) < defined * self.dtype.itemsize:
-            raise _Unread()
+            raise Unread()
         numbers = buf[: defined * self.dtype.itemsize].view(self.dtype)
         if self.dtype.kind in "iu":
             low, high = self.k.plain_integers(numbers)
@@ -274,9 +285,9 @@ class _Scanner:
         if self.dictionary is None:
             page = self.pages.dictionary
             if page is None or page.kind != PageType.DICTIONARY_PAGE:
-                raise _Unread()
+                raise Unread()
             if page.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
-                raise _Unread()
+                raise Unread()
             body = self.bodies.body(self.pages.body(page), page.uncompressed_size, "dictionary")
             count = page.num_values
             self.dictionary = self._bytes_dictionary(body, count) if self.bytes else self._number_dictionary(body, count)
@@ -284,22 +295,22 @@ class _Scanner:
 
     def _number_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
         if count < 0 or len(body) < count * self.dtype.itemsize:
-            raise _Unread()
+            raise Unread()
         # Not ranked: the kernel compares the entries a page refers to as numbers.
         return _Dictionary(self.no_lengths, self.no_lengths, body[: count * self.dtype.itemsize].view(self.dtype))
 
     def _bytes_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
         if count < 0 or count * 4 > len(body):  # each entry has its 4-byte length at least
-            raise _Unread()
+            raise Unread()
         if count * RANK_BELOW > self.chunk.num_values:
             # Too many entries to rank for the values: the kernel compares the ones pages refer to.
             starts, lengths, status = self.k.entry_spans(body, count)
             if status < 0:
-                raise _Unread()
+                raise Unread()
             return _Dictionary(self.no_lengths, lengths, _Spans(body, starts, lengths))
         offsets, data, lengths, status = self.k.plain_dictionary(body, count)
         if status < 0:
-            raise _Unread()
+            raise Unread()
         entries = pa.Array.from_buffers(pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         by_rank = pc.array_sort_indices(entries).to_numpy(zero_copy_only=False)
         return _Dictionary(_ranks(by_rank), lengths, _Ranked(entries, by_rank))

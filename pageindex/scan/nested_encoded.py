@@ -15,7 +15,7 @@ from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import Encoding, PageType
 from pageindex.scan.compiled import compiled, unsaved
-from pageindex.scan.encoded import PageExtrema, _Scanner, _Unread, kernels
+from pageindex.scan.encoded import PageExtrema, Scanner, Unread, kernels
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages, Page
 
@@ -35,7 +35,7 @@ def nested_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages, rows: int
         return None
     try:
         found = _NestedScanner(values, levels, chunk, order, pages).run_nested()
-    except (MalformedFileError, _Unread, MemoryError):
+    except (MalformedFileError, Unread, MemoryError):
         return None
     except OSError as err:  # numba could not save a kernel it compiled (as in scan.encoded)
         unsaved(err)
@@ -43,7 +43,7 @@ def nested_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages, rows: int
     return found if int(found[0].rows.sum()) == rows else None
 
 
-class _NestedScanner(_Scanner):
+class _NestedScanner(Scanner):
     """One nested chunk's pages, one at a time: levels first, then the values they define."""
 
     def __init__(self, compiled: ModuleType, levels: ModuleType, chunk: ChunkMeta, order: Order,
@@ -56,52 +56,43 @@ class _NestedScanner(_Scanner):
         n = len(self.pages.pages)
         def_h = np.zeros((n, self.max_def + 1), np.int64)
         rep_h = np.zeros((n, self.max_rep + 1), np.int64)
-        counts = np.zeros(n, np.int64)
-        unencoded = np.zeros(n, np.int64) if self.bytes else None
-        found: list = []
-        if self.pages.dictionary is not None:
-            self._dictionary()  # read even if no page refers to it, as Arrow reads it
-        for i, page in enumerate(self.pages.pages):
+        nulls = np.zeros(n, np.int64)
+
+        def section(i: int, page: Page) -> tuple[np.ndarray, int]:
             values = self._levels(page, def_h[i], rep_h[i])
             defined = int(def_h[i, self.max_def])
-            if defined == 0:
-                continue
-            low, high, size = self._extrema(page, values, defined)
-            found += (low, high)
-            counts[i] = 2
-            if unencoded is not None:
-                unencoded[i] = size
-        rows = rep_h[:, 0].copy()
-        nums = np.array([p.num_values for p in self.pages.pages], np.int64)
-        defined = def_h[:, self.max_def].copy()
-        levels = PageLevels(rows, nums - defined, defined, def_h if self.max_def else None,
-                            rep_h if self.max_rep else None, None)
-        return levels, PageExtrema(nums - defined, self._array(found), counts, unencoded)
+            nulls[i] = page.num_values - defined
+            return values, defined
+
+        extrema = self.bound(section, nulls)
+        levels = PageLevels(rep_h[:, 0].copy(), nulls, def_h[:, self.max_def].copy(),
+                            def_h if self.max_def else None, rep_h if self.max_rep else None, None)
+        return levels, extrema
 
     def _levels(self, page: Page, def_hist: np.ndarray, rep_hist: np.ndarray) -> np.ndarray:
         """Count the page's levels into the two histograms; its values section (uncompressed)."""
         body = self.pages.body(page)
         count = page.num_values
         if count < 0:
-            raise _Unread()
+            raise Unread()
         if page.kind == PageType.DATA_PAGE_V2:
             rep_end = page.rep_levels_size
             end = rep_end + page.def_levels_size
             if rep_end < 0 or end < rep_end or end > len(body):
-                raise _Unread()  # the kernel reads only within buf[:end]
+                raise Unread()  # the kernel reads only within buf[:end]
             levels = np.frombuffer(body[:end], np.uint8)
             self._count(levels, 0, rep_end, count, self.max_rep, rep_hist, True)
             self._count(levels, rep_end, end, count, self.max_def, def_hist, False)
             if page.num_rows != rep_hist[0]:
-                raise _Unread()  # the Arrow path names the page
+                raise Unread()  # the Arrow path names the page
             size = page.uncompressed_size - end
             if page.is_compressed:
                 return self.bodies.body(body[end:], size)
             if len(body) - end != size:
-                raise _Unread()
+                raise Unread()
             return np.frombuffer(body[end:], np.uint8)
         if page.kind != PageType.DATA_PAGE:
-            raise _Unread()
+            raise Unread()
         whole = self.bodies.body(body, page.uncompressed_size)
         pos = self._v1_block(whole, 0, page.rep_encoding, count, self.max_rep, rep_hist, True)
         pos = self._v1_block(whole, pos, page.def_encoding, count, self.max_def, def_hist, False)
@@ -115,11 +106,11 @@ class _NestedScanner(_Scanner):
             hist[0] = count
             return pos
         if encoding not in (Encoding.RLE, None) or len(whole) - pos < 4:
-            raise _Unread()  # BIT_PACKED, or a block the Arrow path reports
+            raise Unread()  # BIT_PACKED, or a block the Arrow path reports
         length = int(whole[pos:pos + 4].view("<u4")[0])
         start = pos + 4
         if length > len(whole) - start:
-            raise _Unread()
+            raise Unread()
         self._count(whole, start, start + length, count, max_level, hist, rep)
         return start + length
 
@@ -131,4 +122,4 @@ class _NestedScanner(_Scanner):
         first = self.levels.level_histogram(buf, start, end, count, max_level, hist)
         if first < 0 or (rep and first != 0):
             # A page starting inside a record (or a chunk that does): the Arrow path says where.
-            raise _Unread()
+            raise Unread()
