@@ -180,8 +180,8 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
     chunk = planned.chunk
     pages = walk_chunk(source, chunk, footer.footer_start)
     nested = chunk.leaf.max_rep or chunk.leaf.max_def > 1
-    scanner = (nested_encoded._NestedScanner(k, nested_encoded.level_kernels(), chunk, planned.order, pages)
-               if nested else encoded._Scanner(k, chunk, planned.order, pages))
+    scanner = (nested_encoded.NestedScanner(k, nested_encoded.level_kernels(), chunk, planned.order, pages)
+               if nested else encoded.Scanner(k, chunk, planned.order, pages))
     for page in pages.pages:
         try:
             buf, defined = (_nested_levels if nested else _flat_levels)(k, scanner, page, work, counts)

@@ -34,7 +34,7 @@ def nested_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages, rows: int
     if values is None or levels is None:
         return None
     try:
-        found = _NestedScanner(values, levels, chunk, order, pages).run_nested()
+        found = NestedScanner(values, levels, chunk, order, pages).run_nested()
     except (MalformedFileError, Unread, MemoryError):
         return None
     except OSError as err:  # numba could not save a kernel it compiled (as in scan.encoded)
@@ -43,7 +43,7 @@ def nested_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages, rows: int
     return found if int(found[0].rows.sum()) == rows else None
 
 
-class _NestedScanner(Scanner):
+class NestedScanner(Scanner):
     """One nested chunk's pages, one at a time: levels first, then the values they define."""
 
     def __init__(self, compiled: ModuleType, levels: ModuleType, chunk: ChunkMeta, order: Order,
