@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.datasets import DATA_DIR, KINDS, MiB, ensure, spec_for
+from pageindex.errors import MalformedFileError
 from pageindex.format.compression import decompress
 from pageindex.format.footer import read_footer
 from pageindex.format.parquet_thrift import CompressionCodec, Encoding, PageType
@@ -185,8 +186,8 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
     for page in pages.pages:
         try:
             buf, defined = (_nested_levels if nested else _flat_levels)(k, scanner, page, work, counts)
-        except Exception:
-            return
+        except (encoded.Unread, MalformedFileError):
+            return  # a page the encoded path leaves to Arrow: not a kernel's work
         if defined <= 0:
             continue
         if page.value_encoding in DICTIONARY_ENCODINGS:
@@ -211,16 +212,21 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
 
 def _flat_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
     """A flat page's definition levels timed through level_zeros; its values and defined count."""
-    levels, values, _ = scanner._sections(page)
+    values, nulls = scanner._sections(page)
     # Copies: the scan decompresses into buffers it reuses for the next page and chunk.
-    levels = levels.copy()
     buf = np.array(np.frombuffer(values, np.uint8) if not isinstance(values, np.ndarray) else values)
     if scanner.chunk.leaf.max_def != 1:
         return buf, page.num_values
-    start, end = (0, len(levels)) if page.kind == PageType.DATA_PAGE_V2 else (4, 4 + int(levels[:4].view("<u4")[0]))
+    body = scanner.pages.body(page)
+    if page.kind == PageType.DATA_PAGE_V2:
+        levels = np.frombuffer(body[:page.def_levels_size], np.uint8).copy()
+        start, end = 0, len(levels)
+    else:
+        levels = np.frombuffer(decompress(scanner.chunk.codec, body, page.uncompressed_size), np.uint8).copy()
+        start, end = 4, 4 + int(levels[:4].view("<u4")[0])
     work["levels"].append(lambda lv=levels, s=start, e=end, n=page.num_values: k.level_zeros(lv, s, e, n))
     counts["levels"] += page.num_values
-    return buf, page.num_values - k.level_zeros(levels, start, end, page.num_values)
+    return buf, page.num_values - nulls
 
 
 def _nested_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
