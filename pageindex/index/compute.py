@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Generator, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 import numpy as np
 
@@ -80,20 +80,31 @@ def compute_indexes(source: Source, footer: Footer, plan: tuple[tuple[ChunkPlan,
     return indexes, reports
 
 
+# A chunk to scan, with why header statistics were not used for it (if they were trusted).
+Held = tuple[ChunkPlan, str]
+
+
 def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int
                ) -> list[Computed]:
     """The row group's chunks in file order: header statistics where planned, the other chunks
-    scanned together. Reads stay in file order but for the scans held back, at most one merged
-    request's bytes (they are scanned before any more is read)."""
+    scanned together (_walk_row)."""
     done: dict[int, Computed] = {}
-    held_back: list[tuple[ChunkPlan, str]] = []  # with why header statistics were not used
 
-    def scan_held_back() -> None:
+    def scan(held_back: list[Held]) -> None:
         scanned = _from_scans(source, footer, [planned for planned, _ in held_back], truncate_length)
         for (planned, fallback), computed in zip(held_back, scanned):
             done[id(planned)] = _fell_back(computed, fallback)
-        held_back.clear()
 
+    _walk_row(source, footer, row, truncate_length, scan, done)
+    return [done[id(planned)] for planned in row]
+
+
+def _walk_row(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], truncate_length: int,
+              scan: Callable[[list[Held]], None], done: dict[int, Any]) -> None:
+    """The row group's chunks in file order: those planned for header statistics computed into
+    `done`, the others handed to `scan` a batch at a time. Reads stay in file order but for the
+    scans held back, at most one merged request's bytes (scanned before any more is read)."""
+    held_back: list[Held] = []
     held_bytes = 0  # compressed bytes of the scans held back (a running total: a wide row group holds hundreds)
     for planned in sorted(row, key=lambda p: p.chunk.start):
         fallback: str = planned.fallback
@@ -107,10 +118,9 @@ def _row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...], trunc
         held_back.append((planned, fallback))
         held_bytes += planned.chunk.total_compressed_size
         if held_bytes >= source.read_options.range_cap:
-            scan_held_back()
-            held_bytes = 0
-    scan_held_back()
-    return [done[id(planned)] for planned in row]
+            scan(held_back)
+            held_back, held_bytes = [], 0
+    scan(held_back)
 
 
 def _fell_back(computed: Computed, fallback: str) -> Computed:
@@ -168,9 +178,8 @@ def _queued_row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...]
     are read here, in the same order; a failure among them is kept for its turn."""
     done: dict[int, Computed | _Queued] = {}
     order: list[Slot] = []
-    held_back: list[tuple[ChunkPlan, str]] = []
 
-    def scan_held_back() -> None:
+    def scan(held_back: list[Held]) -> None:
         for run in segments(held_back, lambda held: held[0].chunk.total_compressed_size):
             chunks = [planned for planned, _ in run]
             # A local file's longest scans first, so that none is left to run alone at the end;
@@ -181,28 +190,12 @@ def _queued_row_group(source: Source, footer: Footer, row: tuple[ChunkPlan, ...]
             order.extend(slots)
             for (planned, fallback), slot in zip(run, slots):
                 done[id(planned)] = _Queued(slot, fallback)
-        held_back.clear()
 
-    held_bytes = 0
-    for planned in sorted(row, key=lambda p: p.chunk.start):
-        fallback: str = planned.fallback
-        if planned.from_headers:
-            try:
-                computed = _from_page_stats(source, footer, planned, truncate_length)
-            except Exception as err:  # noqa: BLE001 - raised in its turn, after the scans queued before it
-                order.append(pool.failed(err))
-                return _QueuedRow([], order, True)
-            if not isinstance(computed, str):
-                source.release_prefetched(*_span(planned))
-                done[id(planned)] = computed
-                continue
-            fallback = computed
-        held_back.append((planned, fallback))
-        held_bytes += planned.chunk.total_compressed_size
-        if held_bytes >= source.read_options.range_cap:
-            scan_held_back()
-            held_bytes = 0
-    scan_held_back()
+    try:
+        _walk_row(source, footer, row, truncate_length, scan, done)
+    except Exception as err:  # noqa: BLE001 - raised in its turn, after the scans queued before it
+        order.append(pool.failed(err))
+        return _QueuedRow([], order, True)
     return _QueuedRow([done[id(planned)] for planned in row], order, False)
 
 
