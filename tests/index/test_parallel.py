@@ -16,6 +16,7 @@ from pageindex.retrofit import retrofit
 from pageindex.scan import encoded
 from tests.helpers.both_paths import indexes, scan_kernel
 from tests.helpers.corpus import corpus_path, corpus_rows
+from tests.helpers.writers import pyarrow_each
 from tests.scan.test_encoded import WRITES, _table
 
 PATHS = [encoded.ARROW, encoded.NUMBA]
@@ -38,12 +39,8 @@ def matrix(tmp_path_factory) -> dict[str, Path]:
     """The encoded-path writer matrix (tests/scan/test_encoded.py): 18 columns, 2 row groups."""
     directory = tmp_path_factory.mktemp("parallel")
     table = _table(np.random.default_rng(44))
-    out = {}
-    for name, options in WRITES.items():
-        out[name] = directory / f"{name}.parquet"
-        pq.write_table(table, out[name], row_group_size=1000, data_page_size=1024, write_batch_size=100,
-                       write_page_index=False, store_decimal_as_integer=True, **options)
-    return out
+    return pyarrow_each(directory, table, WRITES, row_group_size=1000, data_page_size=1024, write_batch_size=100,
+                        write_page_index=False, store_decimal_as_integer=True)
 
 
 def _scan_threads() -> list[threading.Thread]:

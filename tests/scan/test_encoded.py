@@ -19,6 +19,7 @@ from pageindex.scan import encoded
 from pageindex.scan.page_walk import walk_chunk
 from tests.helpers.both_paths import both_paths, indexes, scan_kernel
 from tests.helpers.corpus import corpus_path, load_catalog
+from tests.helpers.writers import pyarrow_each
 
 pytest.importorskip("numba")
 
@@ -86,12 +87,8 @@ WRITES = {
 def written(tmp_path_factory) -> dict[str, Path]:
     directory = tmp_path_factory.mktemp("encoded")
     table = _table(np.random.default_rng(40))
-    out = {}
-    for name, options in WRITES.items():
-        out[name] = directory / f"{name}.parquet"
-        pq.write_table(table, out[name], row_group_size=2000, data_page_size=1024, write_batch_size=100,
-                       write_page_index=False, store_decimal_as_integer=True, **options)
-    return out
+    return pyarrow_each(directory, table, WRITES, row_group_size=2000, data_page_size=1024, write_batch_size=100,
+                        write_page_index=False, store_decimal_as_integer=True)
 
 
 def _assert_same(path: Path, truncate_length: int = 64) -> None:

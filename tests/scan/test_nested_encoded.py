@@ -21,6 +21,7 @@ from tests.helpers.both_paths import both_paths, indexes
 from tests.helpers.corpus import corpus_path, load_catalog
 from tests.helpers.hand_pages import with_only_chunk
 from tests.helpers.split_records import write_split_record_file
+from tests.helpers.writers import pyarrow_each
 
 pytest.importorskip("numba")
 level_kernels = pytest.importorskip("pageindex.scan.level_kernels")
@@ -142,12 +143,8 @@ WRITES = {
 def written(tmp_path_factory) -> dict[str, Path]:
     directory = tmp_path_factory.mktemp("nested")
     table = _table(np.random.default_rng(44))
-    out = {}
-    for name, options in WRITES.items():
-        out[name] = directory / f"{name}.parquet"
-        pq.write_table(table, out[name], row_group_size=2000, data_page_size=512, write_batch_size=50,
-                       write_page_index=False, **options)
-    return out
+    return pyarrow_each(directory, table, WRITES, row_group_size=2000, data_page_size=512, write_batch_size=50,
+                        write_page_index=False)
 
 
 def _assert_same(path: Path, truncate_length: int = 64):
