@@ -8,15 +8,7 @@ import pytest
 pytest.importorskip("numba")
 
 from pageindex.scan import kernels as k  # noqa: E402 - numba first
-
-
-def _uleb(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+from tests.helpers.fuzz_mutations import varint
 
 
 def _bit_packed(values: list[int], width: int, pad: int = 0) -> bytes:
@@ -25,11 +17,11 @@ def _bit_packed(values: list[int], width: int, pad: int = 0) -> bytes:
     acc = 0
     for i, v in enumerate(values + [pad] * (groups * 8 - len(values))):
         acc |= v << (i * width)
-    return _uleb(groups << 1 | 1) + acc.to_bytes(groups * width, "little")
+    return varint(groups << 1 | 1) + acc.to_bytes(groups * width, "little")
 
 
 def _rle(value: int, count: int, width: int) -> bytes:
-    return _uleb(count << 1) + value.to_bytes((width + 7) // 8, "little")
+    return varint(count << 1) + value.to_bytes((width + 7) // 8, "little")
 
 
 def _stream(values: list[int], width: int, rng: np.random.Generator) -> bytes:

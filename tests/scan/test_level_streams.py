@@ -16,25 +16,14 @@ import pytest
 from pageindex.errors import MalformedFileError
 from pageindex.scan import level_streams as levels
 from pageindex.scan.level_streams import MAX_LEVEL, decode_hybrid, v1_bit_packed_levels, v1_hybrid_block
+from tests.helpers.fuzz_mutations import varint
 from tests.helpers.page_reader import DATA_PAGE, DATA_PAGE_V2, chunk_pages
 
 # --- reference encoder / decoder -------------------------------------------------------
 
 
-def uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def rle_run(value: int, repeats: int, bit_width: int) -> bytes:
-    return uleb(repeats << 1) + value.to_bytes((bit_width + 7) // 8, "little")
+    return varint(repeats << 1) + value.to_bytes((bit_width + 7) // 8, "little")
 
 
 def packed_run(values: list[int], bit_width: int) -> bytes:
@@ -43,7 +32,7 @@ def packed_run(values: list[int], bit_width: int) -> bytes:
     bits = 0
     for i, value in enumerate(values):
         bits |= value << (i * bit_width)
-    return uleb((len(values) // 8) << 1 | 1) + bits.to_bytes(len(values) * bit_width // 8, "little")
+    return varint((len(values) // 8) << 1 | 1) + bits.to_bytes(len(values) * bit_width // 8, "little")
 
 
 def reference_decode(data: bytes, bit_width: int, count: int, strict: bool = True) -> list[int] | None:
@@ -190,11 +179,11 @@ def test_run_longer_than_needed_is_truncated() -> None:
 
 def test_huge_run_headers_do_not_allocate() -> None:
     huge = (1 << 31) - 1
-    assert decode_one(uleb(huge << 1) + b"\x02", 2, 1000).tolist() == [2] * 1000
+    assert decode_one(varint(huge << 1) + b"\x02", 2, 1000).tolist() == [2] * 1000
     with pytest.raises(MalformedFileError):
-        decode_one(uleb((huge + 1) << 1) + b"\x02", 2, 1000)
+        decode_one(varint((huge + 1) << 1) + b"\x02", 2, 1000)
     with pytest.raises(MalformedFileError):  # 2**28 groups promised, two bytes there
-        decode_one(uleb((1 << 28) << 1 | 1) + b"\xff" * 2, 1, 16)
+        decode_one(varint((1 << 28) << 1 | 1) + b"\xff" * 2, 1, 16)
 
 
 def test_zero_length_runs_are_malformed() -> None:

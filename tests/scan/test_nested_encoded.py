@@ -19,6 +19,7 @@ from pageindex.scan import chunk_scan, encoded
 from pageindex.scan.level_streams import decode_hybrid
 from tests.helpers.both_paths import both_paths, indexes
 from tests.helpers.corpus import corpus_path, load_catalog
+from tests.helpers.fuzz_mutations import varint
 from tests.helpers.hand_pages import with_only_chunk
 from tests.helpers.split_records import write_split_record_file
 from tests.helpers.writers import pyarrow_each
@@ -39,7 +40,7 @@ def _hybrid(levels: np.ndarray, width: int, rng: np.random.Generator) -> bytes:
         while j < len(levels) and levels[j] == levels[i]:
             j += 1
         if j - i >= 2 and rng.random() < 0.6:
-            out += _uleb((j - i) << 1) + int(levels[i]).to_bytes((width + 7) // 8, "little")
+            out += varint((j - i) << 1) + int(levels[i]).to_bytes((width + 7) // 8, "little")
             i = j
             continue
         groups = int(rng.integers(1, 4)) if rng.random() < 0.5 else int(rng.integers(8, 40))  # long: 64-bit words
@@ -47,18 +48,9 @@ def _hybrid(levels: np.ndarray, width: int, rng: np.random.Generator) -> bytes:
         take = levels[i:i + groups * 8]
         chunk[:len(take)] = take
         bits = ((chunk[:, None] >> np.arange(width)) & 1).astype(np.uint8).ravel()
-        out += _uleb((groups << 1) | 1) + np.packbits(bits, bitorder="little").tobytes()
+        out += varint((groups << 1) | 1) + np.packbits(bits, bitorder="little").tobytes()
         i += len(take)
     return bytes(out)
-
-
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 @pytest.mark.parametrize("max_level", [1, 2, 3, 4, 7, 15])
