@@ -36,6 +36,7 @@ from pageindex.index.plan import plan_chunks
 from pageindex.io.storage import open_source
 from pageindex.retrofit import retrofit
 from pageindex.scan import encoded, nested_encoded
+from pageindex.scan.page_levels import needs_level_decoding
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, walk_chunk
 
 PRIME_BYTES = 256 << 20
@@ -180,7 +181,7 @@ def _timed_all(calls: list[Callable[[], None]]) -> float:
 def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
     chunk = planned.chunk
     pages = walk_chunk(source, chunk, footer.footer_start)
-    nested = chunk.leaf.max_rep or chunk.leaf.max_def > 1
+    nested = needs_level_decoding(chunk)
     scanner = (nested_encoded.NestedScanner(k, nested_encoded.level_kernels(), chunk, planned.order, pages)
                if nested else encoded.Scanner(k, chunk, planned.order, pages))
     for page in pages.pages:

@@ -30,6 +30,7 @@ from pageindex.format.parquet_thrift import (
 )
 # ENV and the choices stay importable from here (tests, the bench and users' scripts name them so).
 from pageindex.scan.compiled import ARROW, AUTO, ENV, NUMBA, compiled, unsaved  # noqa: F401
+from pageindex.scan.page_levels import needs_level_decoding
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
 
 # Fixed-width values as numpy reads them little-endian, by physical type and signedness.
@@ -65,7 +66,7 @@ def readable(chunk: ChunkMeta, order: Order) -> bool:
     are there (for a nested leaf, repeated or below optional groups, the level kernel too: see
     scan.nested_encoded)."""
     leaf = chunk.leaf
-    if order.total_order or ((leaf.max_rep or leaf.max_def > 1) and compiled("level_kernels") is None):
+    if order.total_order or (needs_level_decoding(chunk) and compiled("level_kernels") is None):
         return False
     fits = ((leaf.physical_type, order.kind) in _NUMBERS
             or (leaf.physical_type == Type.BYTE_ARRAY and order.kind is Kind.BYTES))
@@ -77,7 +78,7 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
     a writer quirk, a stream or page it cannot read): Arrow then decodes the chunk, and reports
     whatever is wrong with it. `pages` must hold their bytes."""
     compiled = kernels()
-    if compiled is None or chunk.leaf.max_rep or chunk.leaf.max_def > 1:
+    if compiled is None or needs_level_decoding(chunk):
         return None  # nested leaves: scan.nested_encoded reads their levels first
     try:
         return Scanner(compiled, chunk, order, pages).run()
