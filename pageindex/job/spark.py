@@ -257,9 +257,16 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
 
 
 def _not_interrupted(record: logging.LogRecord) -> bool:
-    """py4j logs a traceback when Ctrl-C or SIGTERM interrupts a call to the JVM; main says
-    what happened in one line instead."""
-    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+    """py4j logs a traceback when Ctrl-C or SIGTERM interrupts a call to the JVM, or when its
+    socket fails while that interruption unwinds; main says what happened in one line instead."""
+    error = record.exc_info[1] if record.exc_info else None
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return False
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return True
 
 
 def _stopped(spark: Any, own: Any) -> int:

@@ -3,13 +3,16 @@
 Python workers have unwound."""
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from pageindex.job.spark import _not_interrupted
 from pageindex.retrofit import retrofit
+from pageindex.shutdown import Terminated
 from tests.helpers.big_files import write_wide_file
 from tests.helpers.signals import temporaries, terminated_mid_commit
 
@@ -50,3 +53,24 @@ def test_sigterm_to_the_driver_stops_the_job_cleanly(tmp_path):
         assert path.read_bytes() in (original, indexed), path.name
         assert pq.read_table(path).num_rows == ROWS
     assert not (tmp_path / "report.parquet").exists()
+
+
+def _logged(error: BaseException) -> logging.LogRecord:
+    return logging.LogRecord("root", logging.ERROR, __file__, 1, "Exception while sending command.",
+                             None, (type(error), error, error.__traceback__))
+
+
+def test_py4j_tracebacks_of_an_interrupted_call_are_not_logged():
+    """py4j logs the interruption itself, or a socket error raised while handling it (its
+    `logging.exception` in send_command): both are the stop, which main reports in one line."""
+    try:
+        try:
+            raise Terminated("terminated by SIGTERM")
+        except KeyboardInterrupt:
+            raise OSError("connection reset")  # noqa: B904 - chained implicitly, as py4j's is
+    except OSError as err:
+        during_the_stop = err
+    assert not _not_interrupted(_logged(Terminated("terminated by SIGTERM")))
+    assert not _not_interrupted(_logged(during_the_stop))
+    assert _not_interrupted(_logged(OSError("connection reset")))
+    assert _not_interrupted(logging.LogRecord("root", logging.ERROR, __file__, 1, "no error", None, None))
