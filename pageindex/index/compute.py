@@ -215,16 +215,17 @@ def _held_runs(row: list[ChunkPlan]) -> Iterator[list[ChunkPlan]]:
     """The chunks (in file order) as runs to read at once; a big chunk (or one whose metadata
     places it nowhere: its walk says so) is a run of its own."""
     run: list[ChunkPlan] = []
+    first = end = 0  # the run's span in the file
     for planned in row:
         start, size = _span(planned)
         small = start >= 0 and 0 <= size < HOLD_CHUNK_BYTES
-        if run:
-            first, last = run[0].chunk, run[-1].chunk
-            gap = start - (last.start + last.total_compressed_size)
-            if not small or not 0 <= gap <= HOLD_GAP_BYTES or start + size - first.start > HOLD_RUN_BYTES:
-                yield run
-                run = []
+        if run and (not small or not 0 <= start - end <= HOLD_GAP_BYTES or start + size - first > HOLD_RUN_BYTES):
+            yield run
+            run = []
+        if not run:
+            first = start
         run.append(planned)
+        end = start + size
         if not small:
             yield run
             run = []
@@ -237,8 +238,8 @@ def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_l
         if len(run) == 1:
             yield from _scanned(source, footer, run, truncate_length)
             continue
-        last = run[-1].chunk
-        with source.holding(run[0].chunk.start, last.start + last.total_compressed_size - run[0].chunk.start):
+        (first, _), (last, size) = _span(run[0]), _span(run[-1])
+        with source.holding(first, last + size - first):
             yield from _scanned(source, footer, run, truncate_length)
 
 
