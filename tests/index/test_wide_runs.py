@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.format.footer import read_footer
-from pageindex.index import compute
+from pageindex.index import compute, parallel
 from pageindex.index.reader import read_column_index, read_offset_index
 from pageindex.io import storage
 from pageindex.io.storage import open_source
@@ -88,6 +88,7 @@ def test_runs_of_small_chunks_give_pyarrows_index(files, tmp_path, monkeypatch, 
         return holding(self, offset, length, purpose)
 
     monkeypatch.setattr(storage.Source, "holding", counted)
+    monkeypatch.setattr(parallel, "MIN_MEAN_CHUNK_BYTES", 0)  # a pool for chunks this small too
     out = tmp_path / "out.parquet"
     retrofit(str(plain), str(out), threads=threads)
     ours, theirs = _indexes(out), _indexes(twin)
