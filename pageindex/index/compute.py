@@ -203,7 +203,47 @@ def _span(planned: ChunkPlan) -> tuple[int, int]:
     return planned.chunk.start, planned.chunk.total_compressed_size
 
 
+# A local file's small chunks are read a run at a time, in one request (Source.holding): a wide
+# row group of small chunks pays a read per run, not per chunk. A run spans at most
+# HOLD_RUN_BYTES (held while its chunks are scanned) and skips gaps of at most HOLD_GAP_BYTES.
+HOLD_CHUNK_BYTES = 1 << 20
+HOLD_RUN_BYTES = 8 << 20
+HOLD_GAP_BYTES = 64 << 10
+
+
+def _held_runs(row: list[ChunkPlan]) -> Iterator[list[ChunkPlan]]:
+    """The chunks (in file order) as runs to read at once; a big chunk (or one whose metadata
+    places it nowhere: its walk says so) is a run of its own."""
+    run: list[ChunkPlan] = []
+    first = end = 0  # the run's span in the file
+    for planned in row:
+        start, size = _span(planned)
+        small = start >= 0 and 0 <= size < HOLD_CHUNK_BYTES
+        if run and (not small or not 0 <= start - end <= HOLD_GAP_BYTES or start + size - first > HOLD_RUN_BYTES):
+            yield run
+            run = []
+        if not run:
+            first = start
+        run.append(planned)
+        end = start + size
+        if not small:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
 def _from_scans(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int) -> Iterator[Computed]:
+    for run in _held_runs(row):
+        if len(run) == 1:
+            yield from _scanned(source, footer, run, truncate_length)
+            continue
+        (first, _), (last, size) = _span(run[0]), _span(run[-1])
+        with source.holding(first, last + size - first):
+            yield from _scanned(source, footer, run, truncate_length)
+
+
+def _scanned(source: Source, footer: Footer, row: list[ChunkPlan], truncate_length: int) -> Iterator[Computed]:
     scans = scan_chunks(source, footer, [(planned.chunk, planned.with_values, planned.encoded_order)
                                          for planned in row])
     for planned in row:

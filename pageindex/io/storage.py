@@ -85,6 +85,7 @@ class Source:
         self._plan: ReadPlan | None = None
         self._kept: tuple[int, bytes] | None = None  # the end of the file, read once (keep_tail)
         self._spares = threading.local()  # each thread's reused read buffer (read_view)
+        self._held = threading.local()  # each thread's range read at once (holding)
         self._remote: Callable[[int, int], bytes] | None = None  # Arrow's reads (open_source)
 
     @property
@@ -183,8 +184,26 @@ class Source:
         if not self._local and offset + len(data) == self.size:
             self._kept = (offset, data)
 
+    @contextmanager
+    def holding(self, offset: int, length: int, purpose: str = "data") -> Iterator[None]:
+        """Read a local file's range in one request, and serve the calling thread's reads inside
+        it from those bytes until the block ends: many small chunks read as one (into the spare
+        buffer where read_view would use it). A no-op on an object store, whose plan merges
+        reads already."""
+        if not self._local or getattr(self._held, "range", None) is not None:
+            yield
+            return
+        self._held.range = (offset, self.read_view(offset, length, purpose))
+        try:
+            yield
+        finally:
+            self._held.range = None
+
     def _in_memory(self, offset: int, end: int) -> memoryview | None:
-        """The bytes from the kept tail, the plan, or both, if they hold all of them."""
+        """The bytes from the held range, the kept tail, the plan, or both, if they hold all of them."""
+        held = getattr(self._held, "range", None)
+        if held is not None and held[0] <= offset and end <= held[0] + len(held[1]):
+            return memoryview(held[1])[offset - held[0]:end - held[0]]
         if self._kept is None:
             return self._planned(offset, end)
         start, data = self._kept

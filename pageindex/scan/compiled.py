@@ -22,7 +22,7 @@ def compiled(name: str = "kernels") -> ModuleType | None:
     """The compiled module pageindex.scan.`name`, or None for the Python and Arrow code. Read on
     every call, so a test can set the variable; numba is imported on the first call that could
     use it."""
-    choice = _choice(os.environ.get(ENV))
+    choice = _choice(_RAW.get(_KEY) if _RAW is not None else os.environ.get(ENV))
     if choice == ARROW or (choice == AUTO and UNSAVED.is_set()):
         return None
     module = _import(name)
@@ -31,9 +31,18 @@ def compiled(name: str = "kernels") -> ModuleType | None:
     return module
 
 
+# The environment as the OS holds it: os.environ.get decodes the key and the value on every call,
+# which costs more than the rest of compiled(), asked a few times per chunk (a wide row group
+# has hundreds). It is the mapping os.environ updates in place, so a change is still seen.
+_RAW = getattr(os.environ, "_data", None)
+_KEY = os.environ.encodekey(ENV) if _RAW is not None else None
+
+
 @functools.lru_cache(maxsize=8)
-def _choice(raw: str | None) -> str:
+def _choice(raw: str | bytes | None) -> str:
     """The variable's value as a choice (asked for per chunk, so parsed once per value)."""
+    if isinstance(raw, bytes):
+        raw = os.environ.decodevalue(raw)
     choice = (raw or AUTO).strip().lower() or AUTO
     if choice not in (AUTO, ARROW, NUMBA):
         raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")

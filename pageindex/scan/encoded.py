@@ -11,11 +11,9 @@ import functools
 import threading
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from pageindex.errors import MalformedFileError
 from pageindex.format.column_order import Kind, Order
@@ -251,7 +249,7 @@ class Scanner:
                 raise Unread()
             # A NaN among the page's values stays among its two, so it is seen (R7).
             return (low, self.dtype.type(np.nan) if nan else high, 0)
-        if encoding in DICTIONARY_ENCODINGS and isinstance(self._dictionary().ordered, _Spans):
+        if encoding in DICTIONARY_ENCODINGS and not self._dictionary().ranked:
             spans = self._dictionary()
             low, high, size, status = self.k.index_bytes(buf, 0, len(buf), defined, spans.ordered.body,
                                                          spans.ordered.starts, spans.lengths)
@@ -298,23 +296,20 @@ class Scanner:
         if count < 0 or len(body) < count * self.dtype.itemsize:
             raise Unread()
         # Not ranked: the kernel compares the entries a page refers to as numbers.
-        return _Dictionary(self.no_lengths, self.no_lengths, body[: count * self.dtype.itemsize].view(self.dtype))
+        return _Dictionary(_Dictionary.NOT_RANKED, self.no_lengths, body[: count * self.dtype.itemsize].view(self.dtype))
 
     def _bytes_dictionary(self, body: np.ndarray, count: int) -> "_Dictionary":
         if count < 0 or count * 4 > len(body):  # each entry has its 4-byte length at least
             raise Unread()
-        if count * RANK_BELOW > self.chunk.num_values:
-            # Too many entries to rank for the values: the kernel compares the ones pages refer to.
-            starts, lengths, status = self.k.entry_spans(body, count)
-            if status < 0:
-                raise Unread()
-            return _Dictionary(self.no_lengths, lengths, _Spans(body, starts, lengths))
-        offsets, data, lengths, status = self.k.plain_dictionary(body, count)
+        starts, lengths, status = self.k.entry_spans(body, count)
         if status < 0:
             raise Unread()
-        entries = pa.Array.from_buffers(pa.large_binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        by_rank = pc.array_sort_indices(entries).to_numpy(zero_copy_only=False)
-        return _Dictionary(_ranks(by_rank), lengths, _Ranked(entries, by_rank))
+        if count * RANK_BELOW > self.chunk.num_values:
+            # Too many entries to rank for the values: the kernel compares the ones pages refer to.
+            return _Dictionary(_Dictionary.NOT_RANKED, lengths, _Spans(body, starts, lengths))
+        # Ranked where the page holds them, by a compiled sort: no Arrow array and call per chunk.
+        by_rank = self.k.ranked_entries(body, starts, lengths)
+        return _Dictionary(_ranks(by_rank), lengths, _Spans(body, starts[by_rank], lengths[by_rank]))
 
     def _array(self, found: list) -> np.ndarray | list[bytes]:
         return found if self.bytes else np.array(found, dtype=self.dtype)
@@ -322,28 +317,23 @@ class Scanner:
 
 @dataclass(frozen=True)
 class _Dictionary:
+    NOT_RANKED: ClassVar[np.ndarray] = np.zeros(0, np.int64)  # entries compared as they are
     rank: np.ndarray  # byte arrays: per entry, its place in the column's order
     lengths: np.ndarray  # byte arrays: per entry, its length
-    ordered: object  # byte arrays: the entries in rank order (_Ranked); numbers: the entries
+    ordered: object  # byte arrays: the entries (_Spans), in rank order when ranked; numbers: the entries
+
+    @property
+    def ranked(self) -> bool:
+        return self.rank is not self.NOT_RANKED
 
     def by_rank(self, r: int):
         return self.ordered[r]
 
 
 @dataclass(frozen=True)
-class _Ranked:
-    """Byte-array entries in rank order, made Python bytes only when asked for (a page's two)."""
-
-    entries: pa.Array
-    by_rank: np.ndarray
-
-    def __getitem__(self, r: int) -> bytes:
-        return self.entries[int(self.by_rank[r])].as_py()
-
-
-@dataclass(frozen=True)
 class _Spans:
-    """Byte-array entries where the dictionary page holds them (on this thread's buffer)."""
+    """Byte-array entries where the dictionary page holds them (on this thread's buffer), in
+    the order of `starts`."""
 
     body: np.ndarray
     starts: np.ndarray

@@ -414,26 +414,35 @@ def entry_spans(buf, count):
 
 
 @njit(**_JIT)
-def plain_dictionary(buf, count):
-    """A PLAIN BYTE_ARRAY dictionary page as Arrow large_binary buffers (int64 offsets, the
-    bytes) and each entry's length; `count` is -1 past the data (then the rest is unset)."""
-    offsets = np.zeros(count + 1, np.int64)
-    lengths = np.zeros(count, np.int64)
-    out = np.empty(buf.shape[0], np.uint8)
-    p = 0
-    q = 0
-    end = buf.shape[0]
-    for i in range(count):
-        if p + 4 > end:
-            return offsets, out[:0], lengths, BAD
-        n = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
-             | (np.int64(buf[p + 3]) << 24))
-        p += 4
-        if p + n > end:
-            return offsets, out[:0], lengths, BAD
-        out[q:q + n] = buf[p:p + n]
-        q += n
-        p += n
-        offsets[i + 1] = q
-        lengths[i] = n
-    return offsets, out[:q], lengths, 0
+def ranked_entries(buf, starts, lengths):
+    """The order of a byte-array dictionary's entries (spans of `buf`), unsigned byte-wise, a
+    prefix first, equal entries in their order: a stable bottom-up merge sort of their indices."""
+    n = starts.shape[0]
+    order = np.arange(n)
+    spare = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b, q = lo, mid, lo
+            while a < mid and b < hi:
+                x, y = order[a], order[b]
+                if _less(buf, starts[y], lengths[y], starts[x], lengths[x]):
+                    spare[q] = y
+                    b += 1
+                else:
+                    spare[q] = x
+                    a += 1
+                q += 1
+            while a < mid:
+                spare[q] = order[a]
+                a += 1
+                q += 1
+            while b < hi:
+                spare[q] = order[b]
+                b += 1
+                q += 1
+        order, spare = spare, order
+        width *= 2
+    return order

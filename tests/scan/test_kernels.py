@@ -117,11 +117,8 @@ def test_plain_bytes_and_dictionary():
     assert status == 0 and total == sum(map(len, values))
     assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (b"", b"\xff")
     assert k.plain_bytes(buf, 0, len(buf) - 1, len(values))[-1] == k.BAD
-    offsets, data, lengths, status = k.plain_dictionary(buf, len(values))
-    assert status == 0 and bytes(data) == b"".join(values) and lengths.tolist() == list(map(len, values))
     starts, lengths, status = k.entry_spans(buf, len(values))
     assert status == 0 and [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)] == values
-    assert k.plain_dictionary(buf, len(values) + 1)[-1] == k.BAD
     assert k.entry_spans(buf, len(values) + 1)[-1] == k.BAD
 
 
@@ -225,6 +222,18 @@ def test_plain_bytes_against_python_order(seed):
         assert status == 0 and total == sum(map(len, values))
         assert bytes(buf[low:low + low_len]) == min(values)
         assert bytes(buf[high:high + high_len]) == max(values)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ranked_entries_against_python_order(seed):
+    """The dictionary's order is Python's sort of the bytes (stable: equal entries in page order)."""
+    rng = np.random.default_rng(seed)
+    values = _strings(rng, int(rng.integers(0, 200)))
+    buf = np.frombuffer(_page(values), np.uint8)
+    starts, lengths, status = k.entry_spans(buf, len(values))
+    assert status == 0
+    order = k.ranked_entries(buf, starts, lengths)
+    assert order.tolist() == sorted(range(len(values)), key=lambda i: values[i])
 
 
 def test_plain_bytes_ties_on_eight_bytes():
