@@ -5,7 +5,7 @@ Nothing is mapped onto a schema, so unknown fields and newer structures survive 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple, Union
 
@@ -80,10 +80,23 @@ class Struct:
     A struct decoded from a buffer also keeps `raw`, the bytes it was decoded from, which the
     encoder writes back as they are (a footer's unchanged subtrees are not encoded again). It is
     an instance attribute outside the dataclass fields: equality, hash and repr ignore it, and
-    every new struct (set, without, dataclasses.replace) starts without it."""
+    every new struct (set, without, dataclasses.replace) starts without it.
 
-    fields: tuple[Field, ...] = ()
+    A struct of a footer the compiled scan found well formed may hold only `raw` at first
+    (format.thrift_flat): its fields are decoded from it on first use, by __getattr__."""
+
+    # A factory, not a default: the class then has no `fields` attribute, so a struct without
+    # them in its __dict__ (a lazy one) reaches __getattr__.
+    fields: tuple[Field, ...] = field(default_factory=tuple)
     raw = None  # bytes | None: the class default, for structs built rather than decoded
+
+    def __getattr__(self, name: str) -> Any:
+        raw = self.__dict__.get("raw")
+        if name != "fields" or raw is None:
+            raise AttributeError(name)
+        fields = _struct(raw, 0, len(raw), 0)[0].fields  # whole and valid: the scan read it all
+        self.__dict__["fields"] = fields
+        return fields
 
     def get(self, field_id: int, default: Any = None) -> Any:
         for f in self.fields:
