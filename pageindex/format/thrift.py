@@ -474,24 +474,41 @@ def _struct_to(out: bytearray, value: Struct | Encoded) -> None:
     if raw is not None:
         out += raw
         return
-    last_id = 0
-    for field_id, ftype, fvalue in value.fields:
+    fields_to(out, value.fields)
+    out.append(_STOP)
+
+
+def fields_to(out: bytearray, fields: Any, last_id: int = 0) -> int:
+    """Append these fields (an iterable of Field) after field `last_id`, as a struct holds them;
+    return the last one's id. A struct written in parts (tail_writer's chunks) goes through it."""
+    append = out.append
+    for field_id, ftype, fvalue in fields:
         if ftype == _TRUE or ftype == _FALSE:
             ftype = _TRUE if fvalue else _FALSE
-        last_id = field_header_to(out, last_id, field_id, ftype)
+        delta = field_id - last_id
+        if 0 < delta <= 15:  # field_header_to, inline: this runs for every field written
+            append((delta << 4) | ftype)
+        else:
+            append(ftype)
+            signed_to(out, field_id)
+        last_id = field_id
         if ftype == _I32 or ftype == _I64:
             n = (fvalue << 1) ^ (fvalue >> 63)
-            if n < 0x80:
-                out.append(n)
-            else:
-                varint_to(out, n)
+            while n > 0x7F:
+                append((n & 0x7F) | 0x80)
+                n >>= 7
+            append(n)
         elif ftype == _STRUCT:
-            _struct_to(out, fvalue)
+            raw = fvalue.raw
+            if raw is not None:
+                out += raw
+            else:
+                _struct_to(out, fvalue)
         elif ftype == _BINARY:
             binary_to(out, fvalue)
         else:
             _value_to(out, ftype, fvalue, False)
-    out.append(_STOP)
+    return last_id
 
 
 def encode_struct(value: Struct | Encoded) -> bytes:

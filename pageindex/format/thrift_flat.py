@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 from collections import deque
 from itertools import repeat
 from types import ModuleType
@@ -23,6 +24,7 @@ MIN_BYTES = 16 << 10
 # and ColumnMetaData) are decoded when first used: footer validation reads none of them.
 LAZY_DEPTH = 6
 _TYPES = tuple(T)
+_DOUBLE = struct.Struct("<d")
 _new = object.__new__
 _new_field = tuple.__new__
 _set = object.__setattr__
@@ -83,6 +85,8 @@ def _tree(data: bytes, ne: int, nn: int, e_id: np.ndarray, e_type: np.ndarray, e
     binaries = np.flatnonzero((types == 8) & built)
     values[binaries] = _objects(list(map(data.__getitem__, map(slice, e_val[binaries].tolist(),
                                                                   (e_val[binaries] + e_len[binaries]).tolist()))))
+    doubles = np.flatnonzero((types == 7) & built)
+    values[doubles] = _objects([_DOUBLE.unpack_from(data, off)[0] for off in e_val[doubles].tolist()])
     booleans = np.flatnonzero(types == 1)
     values[booleans] = (e_val[booleans] == 1).astype(object)
     structs = np.flatnonzero((kinds == 0) & (modes == 0))

@@ -2,7 +2,7 @@
 (field id, type, value) side by side, the structs and lists themselves in post-order.
 
 Imported by pageindex.format.thrift_flat only when numba imports (the `fast` extra). It reads what
-footers hold (structs, lists, 32/64-bit ints, binaries, booleans) and gives up (BAIL) on anything
+footers hold (structs, lists, integers, doubles, binaries, booleans) and gives up (BAIL) on anything
 else, malformed or merely rare: the Python codec then decodes the bytes, its errors included.
 """
 from __future__ import annotations
@@ -14,14 +14,14 @@ BAIL = -1
 # Nesting the scan takes on: footers nest six deep; deeper input goes to the Python codec,
 # which enforces thrift.MAX_DEPTH.
 MAX_NESTING = 32
-_I32, _I64, _BINARY, _LIST, _STRUCT = 5, 6, 8, 9, 12
+_BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _STRUCT = 3, 4, 5, 6, 7, 8, 9, 12
 
 
 @njit(cache=True, nogil=True)
 def _int(buf, pos, end, ttype):
-    """The zigzag I32 or I64 at pos and the position after it; position BAIL when it is cut off,
-    over 5 (I32) or 9 (I64) bytes, or out of the I32 range."""
-    limit = 5 if ttype == _I32 else 9
+    """The zigzag I16, I32 or I64 at pos and the position after it; position BAIL when it is cut
+    off, over 3 (I16), 5 (I32) or 9 (I64) bytes, or out of its type's range."""
+    limit = 3 if ttype == _I16 else 5 if ttype == _I32 else 9
     n = np.uint64(0)
     shift = np.uint64(0)
     q = pos
@@ -32,6 +32,8 @@ def _int(buf, pos, end, ttype):
         if b < 0x80:
             value = np.int64(n >> np.uint64(1)) ^ -np.int64(n & np.uint64(1))
             if ttype == _I32 and not -(1 << 31) <= value < (1 << 31):
+                return np.int64(0), BAIL
+            if ttype == _I16 and not -(1 << 15) <= value < (1 << 15):
                 return np.int64(0), BAIL
             return value, q
         shift += np.uint64(7)
@@ -58,8 +60,9 @@ def _size(buf, pos, end):
 def scan(buf, end, lazy_depth):
     """Scan the struct at buf[0:end]. Returns (end position or BAIL, entries, nodes, entry arrays
     id/type/value/length, node arrays kind (0 struct, 1 list)/first entry/entry count/start/end/
-    element type/referring entry). A binary's value is its offset, its length in `length`; a
-    struct's or list's value is its node number; booleans have type 1 (TRUE) and value 0 or 1.
+    element type/referring entry/mode). A binary's value is its offset, its length in `length`;
+    a double's value is its offset; a struct's or list's its node number; booleans have type 1
+    (TRUE) and value 0 or 1.
     A node's mode: 0 to build, 1 a struct nested `lazy_depth` structs and lists deep or more
     (built from its bytes when used), 2 inside such a struct (not built)."""
     cap = end + 2
@@ -105,10 +108,11 @@ def scan(buf, end, lazy_depth):
             delta = header >> 4
             if ftype == 0:
                 closing = True
-            elif delta == 0:
-                pos = BAIL
             else:
-                fid = s_last[d] + delta
+                if delta == 0:  # the long form: the id as a zigzag I16
+                    fid, pos = _int(buf, pos, end, _I16)
+                else:
+                    fid = s_last[d] + delta
                 s_last[d] = fid
         else:
             if s_last[d] == 0:
@@ -143,10 +147,24 @@ def scan(buf, end, lazy_depth):
             continue
         if pos == BAIL:
             break
-        if ftype == _I32 or ftype == _I64:
+        if ftype == _I32 or ftype == _I64 or ftype == _I16:
             value, pos = _int(buf, pos, end, ftype)
             p_id[top], p_type[top], p_val[top] = fid, ftype, value
             top += 1
+        elif ftype == _BYTE:
+            if pos >= end:
+                pos = BAIL
+            else:
+                p_id[top], p_type[top], p_val[top] = fid, ftype, np.int64(np.int8(buf[pos]))
+                top += 1
+                pos += 1
+        elif ftype == _DOUBLE:
+            if end - pos < 8:
+                pos = BAIL
+            else:
+                p_id[top], p_type[top], p_val[top] = fid, ftype, pos
+                top += 1
+                pos += 8
         elif ftype == _BINARY:
             n, pos = _size(buf, pos, end)
             if pos == BAIL or n > end - pos:
@@ -167,7 +185,8 @@ def scan(buf, end, lazy_depth):
             pos += 1
             etype = header & 0x0F
             n = header >> 4
-            if header != 0 and etype != _I32 and etype != _I64 and etype != _BINARY and etype != _STRUCT:
+            if header != 0 and etype != _I32 and etype != _I64 and etype != _BINARY and etype != _STRUCT \
+                    and etype != _I16 and etype != _BYTE and etype != _DOUBLE:
                 pos = BAIL
             elif n == 15:
                 n, pos = _size(buf, pos, end)
