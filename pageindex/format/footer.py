@@ -12,8 +12,7 @@ from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetE
 from pageindex.format.collector import collector_paused
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, KeyValue, RowGroup, Type
 from pageindex.format.schema import Leaf, leaves_of
-from pageindex.format.thrift import Struct, T, TList
-from pageindex.format.thrift_flat import decode_large
+from pageindex.format.thrift import Struct, T, TList, decode_struct
 from pageindex.io.storage import Source
 
 MAGIC = b"PAR1"
@@ -117,7 +116,7 @@ def decode_footer(raw: bytes, file_size: int, path: str) -> Footer:
 def _decoded(raw: bytes, file_size: int, path: str) -> Footer:
     footer_start = file_size - 8 - len(raw)
     try:
-        metadata, end = decode_large(raw)
+        metadata, end = decode_struct(raw)
     except PageIndexError as err:
         offset = footer_start + err.offset if err.offset is not None else None
         raise MalformedFileError(f"footer: {err.reason}", path=path, offset=offset) from None

@@ -5,7 +5,7 @@ Nothing is mapped onto a schema, so unknown fields and newer structures survive 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple, Union
 
@@ -80,23 +80,10 @@ class Struct:
     A struct decoded from a buffer also keeps `raw`, the bytes it was decoded from, which the
     encoder writes back as they are (a footer's unchanged subtrees are not encoded again). It is
     an instance attribute outside the dataclass fields: equality, hash and repr ignore it, and
-    every new struct (set, without, dataclasses.replace) starts without it.
+    every new struct (set, without, dataclasses.replace) starts without it."""
 
-    A struct of a footer the compiled scan found well formed may hold only `raw` at first
-    (format.thrift_flat): its fields are decoded from it on first use, by __getattr__."""
-
-    # A factory, not a default: the class then has no `fields` attribute, so a struct without
-    # them in its __dict__ (a lazy one) reaches __getattr__.
-    fields: tuple[Field, ...] = field(default_factory=tuple)
+    fields: tuple[Field, ...] = ()
     raw = None  # bytes | None: the class default, for structs built rather than decoded
-
-    def __getattr__(self, name: str) -> Any:
-        raw = self.__dict__.get("raw")
-        if name != "fields" or raw is None:
-            raise AttributeError(name)
-        fields = _struct(raw, 0, len(raw), 0)[0].fields  # whole and valid: the scan read it all
-        self.__dict__["fields"] = fields
-        return fields
 
     def get(self, field_id: int, default: Any = None) -> Any:
         for f in self.fields:
@@ -474,41 +461,24 @@ def _struct_to(out: bytearray, value: Struct | Encoded) -> None:
     if raw is not None:
         out += raw
         return
-    fields_to(out, value.fields)
-    out.append(_STOP)
-
-
-def fields_to(out: bytearray, fields: Any, last_id: int = 0) -> int:
-    """Append these fields (an iterable of Field) after field `last_id`, as a struct holds them;
-    return the last one's id. A struct written in parts (tail_writer's chunks) goes through it."""
-    append = out.append
-    for field_id, ftype, fvalue in fields:
+    last_id = 0
+    for field_id, ftype, fvalue in value.fields:
         if ftype == _TRUE or ftype == _FALSE:
             ftype = _TRUE if fvalue else _FALSE
-        delta = field_id - last_id
-        if 0 < delta <= 15:  # field_header_to, inline: this runs for every field written
-            append((delta << 4) | ftype)
-        else:
-            append(ftype)
-            signed_to(out, field_id)
-        last_id = field_id
+        last_id = field_header_to(out, last_id, field_id, ftype)
         if ftype == _I32 or ftype == _I64:
             n = (fvalue << 1) ^ (fvalue >> 63)
-            while n > 0x7F:
-                append((n & 0x7F) | 0x80)
-                n >>= 7
-            append(n)
-        elif ftype == _STRUCT:
-            raw = fvalue.raw
-            if raw is not None:
-                out += raw
+            if n < 0x80:
+                out.append(n)
             else:
-                _struct_to(out, fvalue)
+                varint_to(out, n)
+        elif ftype == _STRUCT:
+            _struct_to(out, fvalue)
         elif ftype == _BINARY:
             binary_to(out, fvalue)
         else:
             _value_to(out, ftype, fvalue, False)
-    return last_id
+    out.append(_STOP)
 
 
 def encode_struct(value: Struct | Encoded) -> bytes:

@@ -17,13 +17,12 @@ from pageindex.format.parquet_thrift import (
     KeyValue,
     RowGroup,
 )
-from pageindex.format.thrift import Encoded, Struct, T, TList, encode_struct, fields_to
+from pageindex.format.thrift import Struct, T, TList, encode_struct
 from pageindex.index.marker import MARKER_KEY
 
 TYPE_ORDER = ColumnOrder.make(TYPE_ORDER=Struct())
-_OFFSET_INDEX = (ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH)
-_COLUMN_INDEX = (ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH)
-_INDEX_LOCATION = _OFFSET_INDEX + _COLUMN_INDEX
+_INDEX_LOCATION = (ColumnChunk.OFFSET_INDEX_OFFSET, ColumnChunk.OFFSET_INDEX_LENGTH,
+                   ColumnChunk.COLUMN_INDEX_OFFSET, ColumnChunk.COLUMN_INDEX_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -83,23 +82,21 @@ def _new_metadata(footer: Footer, bloom_loc: dict, ci_loc: dict, oi_loc: dict, m
     return FileMetaData.set(meta, FileMetaData.KEY_VALUE_METADATA, kvs)
 
 
-def _with_index_locations(cc: Struct, oi: tuple[int, int] | None, ci: tuple[int, int] | None
-                          ) -> Struct | Encoded:
-    """The chunk with its index locations (fields 4-7) replaced by these, where Struct.set would
-    put them one after the other (before the first field of a larger id): written straight to its
-    bytes, in one pass (a wide file has thousands of chunks, each written once)."""
+def _with_index_locations(cc: Struct, oi: tuple[int, int] | None, ci: tuple[int, int] | None) -> Struct:
+    """The chunk with its index locations (fields 4-7) replaced by these: in one pass, inserted where
+    Struct.set would put them one after the other (before the first field of a larger id)."""
     kept = [f for f in cc.fields if f.id not in _INDEX_LOCATION]
-    if len(kept) == len(cc.fields) and oi is None and ci is None:
+    new = []
+    if oi is not None:
+        new += [ColumnChunk.field(ColumnChunk.OFFSET_INDEX_OFFSET, oi[0]),
+                ColumnChunk.field(ColumnChunk.OFFSET_INDEX_LENGTH, oi[1])]
+    if ci is not None:
+        new += [ColumnChunk.field(ColumnChunk.COLUMN_INDEX_OFFSET, ci[0]),
+                ColumnChunk.field(ColumnChunk.COLUMN_INDEX_LENGTH, ci[1])]
+    if len(kept) == len(cc.fields) and not new:
         return cc  # unchanged: its bytes are reused
     at = next((i for i, f in enumerate(kept) if f.id > ColumnChunk.OFFSET_INDEX_OFFSET), len(kept))
-    out = bytearray()
-    last_id = fields_to(out, kept[:at])
-    for located, ids in ((oi, _OFFSET_INDEX), (ci, _COLUMN_INDEX)):
-        if located is not None:
-            last_id = fields_to(out, zip(ids, (ColumnChunk.TYPES[i] for i in ids), located), last_id)
-    fields_to(out, kept[at:], last_id)
-    out.append(T.STOP)
-    return Encoded(bytes(out))
+    return Struct(tuple(kept[:at] + new + kept[at:]))
 
 
 def _with_bloom_location(cc: Struct, offset: int, length: int) -> Struct:

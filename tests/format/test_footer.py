@@ -15,7 +15,6 @@ from pageindex.format import footer
 from pageindex.format.footer import decode_footer, parse_tail, read_footer
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
 from pageindex.format.thrift import Field, Struct, T, TList, decode_struct, encode_struct
-from pageindex.format.thrift_flat import decode_large
 from pageindex.io.storage import open_source
 from tests.helpers.corpus import corpus_path, corpus_rows
 
@@ -139,9 +138,9 @@ def test_decoding_a_footer_pauses_the_collector_and_leaves_it_as_it_was(small, m
 
     def noting(*args):
         seen.append(gc.isenabled())
-        return decode_large(*args)
+        return decode_struct(*args)
 
-    monkeypatch.setattr(footer, "decode_large", noting)
+    monkeypatch.setattr(footer, "decode_struct", noting)
     for data, size in ((raw, start + len(raw) + 8), (raw[:-5], start + len(raw) + 3)):
         for enabled in (True, False):
             (gc.enable if enabled else gc.disable)()

@@ -224,6 +224,6 @@ def test_index_locations_go_where_struct_set_puts_them():
         for located, first in ((oi, ColumnChunk.OFFSET_INDEX_OFFSET), (ci, ColumnChunk.COLUMN_INDEX_OFFSET)):
             if located is not None:
                 expected = ColumnChunk.set(ColumnChunk.set(expected, first, located[0]), first + 1, located[1])
-        assert encode_struct(_with_index_locations(cc, oi, ci)) == encode_struct(expected)
+        assert _with_index_locations(cc, oi, ci) == expected
     decoded = decode_struct(encode_struct(Struct((Field(2, T.I64, 4),))))[0]
     assert _with_index_locations(decoded, None, None).raw == decoded.raw
