@@ -5,8 +5,9 @@ wide files, in subprocesses over interleaved rounds.
 
 Each subprocess imports one tree's pageindex, decodes each file's footer (decode_footer) and
 builds its tail (build_tail: every chunk gets both indexes, as a retrofit of a file without them
-does), each once untimed and then RUNS times, and reports the medians; "decode+use" also reads every
-struct of the decoded footer (what decoding on first use defers). The table gives the median over
+does), each once untimed and then RUNS times, and reports the medians; "decode+stats" also reads
+every chunk's Statistics (as index.chunk_stats does in a retrofit), "decode+use" every struct of
+the decoded footer (what a decode on first use would defer). The table gives the median over
 rounds, and each tree's time over the first tree's. Times are the main thread's CPU time (the
 machine's other load shows less in it than in wall time). The tails must be byte for byte the same.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 RUNS = 5
+KEYS = ("decode", "decode+stats", "decode+use", "encode")
 DEFAULT_FILES = ("wide-40MB-e902e47b66.parquet", "wide-1GB-758cbebdeb.parquet",
                  "scale-v1-columns-2000.parquet")
 
@@ -30,6 +32,7 @@ DEFAULT_FILES = ("wide-40MB-e902e47b66.parquet", "wide-1GB-758cbebdeb.parquet",
 _WORKER = """
 import gc, hashlib, json, statistics, struct, sys, time
 from pageindex.format.footer import decode_footer
+from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, Statistics
 from pageindex.format.thrift import Struct, TList
 from pageindex.index.tail_writer import ChunkIndexes, build_tail
 
@@ -40,6 +43,13 @@ def use(value):
     elif isinstance(value, TList):
         for item in value.items:
             use(item)
+
+def stats(footer):
+    for group in footer.metadata.get(FileMetaData.ROW_GROUPS).items:
+        for cc in group.get(RowGroup.COLUMNS).items:
+            found = cc.get(ColumnChunk.META_DATA).get(ColumnMetaData.STATISTICS)
+            if found is not None:
+                found.has(Statistics.MIN_VALUE)
 
 def timed(action, runs):
     times = []
@@ -68,6 +78,7 @@ for path in sys.argv[2:]:
     out[path] = {
         "footer_bytes": n,
         "decode": timed(lambda: decode_footer(raw, size, path), runs),
+        "decode+stats": timed(lambda: stats(decode_footer(raw, size, path)), runs),
         "decode+use": timed(lambda: use(decode_footer(raw, size, path).metadata), runs),
         "encode": timed(lambda: build_tail(footer, indexes, "bench", size), runs),
         "tail_sha256": hashlib.sha256(tail).hexdigest(),
@@ -78,7 +89,9 @@ print(json.dumps(out))
 
 def run_tree(tree: str, files: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-    done = subprocess.run([sys.executable, "-c", _WORKER, str(RUNS), *files], env=env, check=True,
+    # -P: without it `-c` puts the working directory first on sys.path, and this tree's pageindex
+    # would shadow the one PYTHONPATH names.
+    done = subprocess.run([sys.executable, "-P", "-c", _WORKER, str(RUNS), *files], env=env, check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout)
 
@@ -105,21 +118,22 @@ def main(argv: list[str] | None = None) -> int:
         row = {}
         for name in names:
             runs = [r[path] for r in rounds[name]]
-            row[name] = {k: statistics.median(r[k] for r in runs) for k in ("decode", "decode+use", "encode")}
+            row[name] = {k: statistics.median(r[k] for r in runs) for k in KEYS}
             row[name]["tail_sha256"] = sorted({r["tail_sha256"] for r in runs})
             row[name]["footer_bytes"] = runs[0]["footer_bytes"]
         figures[path] = row
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.rounds} rounds, median of {RUNS} runs "
           "each; thread CPU time")
-    print("| file | footer | tree | decode ms | decode+use ms | encode ms | decode x | decode+use x | encode x |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| file | footer | tree | " + " | ".join(f"{k} ms" for k in KEYS) + " | "
+          + " | ".join(f"{k} x" for k in KEYS) + " |")
+    print("|---|---:|---|" + "---:|" * (2 * len(KEYS)))
     for path, row in figures.items():
         ref = row[names[0]]
         for name in names:
             r = row[name]
-            print(f"| {Path(path).name} | {r['footer_bytes']:,} | {name} | {1e3 * r['decode']:.1f} | "
-                  f"{1e3 * r['decode+use']:.1f} | {1e3 * r['encode']:.1f} | {ref['decode'] / r['decode']:.2f} | "
-                  f"{ref['decode+use'] / r['decode+use']:.2f} | {ref['encode'] / r['encode']:.2f} |")
+            print(f"| {Path(path).name} | {r['footer_bytes']:,} | {name} | "
+                  + " | ".join(f"{1e3 * r[k]:.1f}" for k in KEYS) + " | "
+                  + " | ".join(f"{ref[k] / r[k]:.2f}" for k in KEYS) + " |")
         hashes = {h for name in names for h in row[name]["tail_sha256"]}
         if len(hashes) != 1:
             print(f"TAILS DIFFER for {path}: {row}", file=sys.stderr)
