@@ -2,6 +2,7 @@
 pyarrow's decode, and the exact dry run on Arrow's path and on the encoded-page kernels, per dataset.
 
     python -m bench.scan [--size 60] [--kinds numeric,strings_low,...,spark_like] [--rounds 5]
+    python -m bench.scan --size 40 --kinds enc_dbp_int64,...  (other value encodings: bench.encodings)
 
 One process, one thread; the operations of a dataset run interleaved (order rotated each round)
 and each one's median main-thread CPU time and wall time over the rounds is reported; ratios are
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.datasets import DATA_DIR, KINDS, MiB, ensure, spec_for
+from bench.encodings import ENCODED_KINDS, encoded_file
 from pageindex.errors import MalformedFileError
 from pageindex.format.compression import decompress
 from pageindex.format.footer import read_footer
@@ -330,6 +332,8 @@ def main() -> None:
     for kind in args.kinds.split(","):
         if kind == SPARK_LIKE:
             name, path = f"{SPARK_LIKE}-{args.size:.0f}MB", str(spark_like(int(args.size * MiB)))
+        elif kind in ENCODED_KINDS:
+            name, path = f"{kind}-{args.size:.0f}MB", str(encoded_file(kind, int(args.size * MiB)))
         else:
             dataset = ensure(spec_for(kind, int(args.size * MiB)))
             name, path = dataset.name, dataset.path

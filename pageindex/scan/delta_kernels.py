@@ -1,0 +1,167 @@
+"""The DELTA_* encodings' streams decoded by numba kernels: DELTA_BINARY_PACKED integers, the
+lengths and bytes of DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY values, their least and greatest.
+
+Imported by pageindex.scan.delta_values only when numba imports. Each kernel reads only what the
+format allows as Arrow's reader does and returns BAD on anything else; the chunk then goes to Arrow.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from pageindex.scan.kernels import _less, _prefix, _window
+
+_JIT = {"cache": True, "nogil": True}  # as pageindex.scan.kernels: kept compiled, run on threads
+_INLINE = {**_JIT, "inline": "always"}
+
+BAD = -1
+
+
+@njit(**_INLINE)
+def _varint(buf, p, end, bits):
+    """The ULEB128 varint at p holding at most `bits` bits (32 or 64), and the position after
+    it; the position is BAD when cut off or wider (Arrow reads these into a `bits`-bit integer)."""
+    value = np.uint64(0)
+    shift = 0
+    while p < end and shift < bits:
+        b = np.uint64(buf[p])
+        p += 1
+        if bits - shift < 7 and (b & np.uint64(0x7F)) >> np.uint64(bits - shift):
+            return np.uint64(0), np.int64(BAD)  # more bits than the integer has
+        value |= (b & np.uint64(0x7F)) << np.uint64(shift)
+        if b < np.uint64(0x80):
+            return value, np.int64(p)
+        shift += 7
+    return np.uint64(0), np.int64(BAD)
+
+
+@njit(**_INLINE)
+def _zigzag(v):
+    """A zigzag varint's value as 64 bits (two's complement; 32-bit ones stay right mod 2**32)."""
+    return (v >> np.uint64(1)) ^ (np.uint64(0) - (v & np.uint64(1)))
+
+
+@njit(**_INLINE)
+def _slow_bits(buf, at, shift, width, mask):
+    """The `width`-bit field at byte `at`, bit `shift`, read byte by byte (near the buffer's end)."""
+    low = np.uint64(0)
+    for k in range(min(8, buf.shape[0] - at)):
+        low |= np.uint64(buf[at + k]) << np.uint64(8 * k)
+    low >>= np.uint64(shift)
+    if shift + width > 64 and at + 8 < buf.shape[0]:
+        low |= np.uint64(buf[at + 8]) << np.uint64(64 - shift)
+    return low & mask
+
+
+@njit(**_JIT)
+def delta_binary(buf, p, end, out, bits):
+    """Decode the DELTA_BINARY_PACKED stream at buf[p:end] into `out` (uint32 or uint64: values
+    wrap as the format says), whose length its header must state; the position after its last
+    miniblock holding values, or BAD (a bad header, a bit width above `bits`, a cut-off stream)."""
+    n = out.shape[0]
+    block, p = _varint(buf, p, end, 32)
+    if p < 0:
+        return BAD
+    minis, p = _varint(buf, p, end, 32)
+    if p < 0:
+        return BAD
+    total, p = _varint(buf, p, end, 32)
+    if p < 0:
+        return BAD
+    first, p = _varint(buf, p, end, bits)
+    if p < 0 or total != n or n == 0:
+        return BAD
+    if block == 0 or block % 128 != 0 or minis == 0 or block % minis != 0 or (block // minis) % 32 != 0:
+        return BAD
+    per_mini = np.int64(block // minis)
+    minis = np.int64(minis)
+    value = _zigzag(first)
+    out[0] = value
+    i = 1
+    while i < n:
+        raw, p = _varint(buf, p, end, bits)
+        if p < 0 or p + minis > end:
+            return BAD
+        min_delta = _zigzag(raw)
+        widths = p
+        p += minis
+        for m in range(minis):
+            if i >= n:
+                break  # the last block's unused miniblocks have no bytes, and any width (as Arrow reads)
+            width = np.int64(buf[widths + m])
+            if width > bits:
+                return BAD
+            size = per_mini * width // 8
+            if p + size > end:
+                return BAD
+            take = min(per_mini, n - i)
+            if width == 0:
+                for j in range(take):
+                    value += min_delta
+                    out[i + j] = value
+            else:
+                mask = np.uint64(0xFFFFFFFFFFFFFFFF) if width == 64 else (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+                if p + size + 8 <= buf.shape[0] and width <= 56:
+                    # every field in one 8-byte window that lies in buf: no state between values
+                    for j in range(take):
+                        bit = np.uint64(j * width)
+                        field = (_window(buf, np.uint64(p) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask
+                        value += min_delta + field
+                        out[i + j] = value
+                else:
+                    for j in range(take):
+                        bit = j * width
+                        value += min_delta + _slow_bits(buf, p + (bit >> 3), bit & 7, width, mask)
+                        out[i + j] = value
+            i += take
+            p += size
+    return p
+
+
+@njit(**_JIT)
+def span_bounds(buf, p, end, lengths):
+    """Values laid end to end from buf[p] on, lengths[i] bytes each (DELTA_LENGTH_BYTE_ARRAY's
+    data): where the least and greatest start, their lengths, the total length, and the status
+    (BAD for a negative length or values running past `end`)."""
+    low = high = np.int64(-1)
+    low_len = high_len = np.int64(0)
+    low_key = high_key = np.uint64(0)
+    total = np.int64(0)
+    for i in range(lengths.shape[0]):
+        n = np.int64(lengths[i])
+        if n < 0 or p + n > end:
+            return low, low_len, high, high_len, total, BAD
+        total += n
+        key = _prefix(buf, p, n)
+        # as kernels.plain_bytes: an 8-byte big-endian key first, the bytes only on a tie
+        if low < 0:
+            low, low_len, high, high_len, low_key, high_key = p, n, p, n, key, key
+        elif key < low_key or (key == low_key and _less(buf, p, n, low, low_len, 8)):
+            low, low_len, low_key = p, n, key
+        elif key > high_key or (key == high_key and _less(buf, high, high_len, p, n, 8)):
+            high, high_len, high_key = p, n, key
+        p += n
+    return low, low_len, high, high_len, total, 0
+
+
+@njit(**_JIT)
+def front_coded(buf, p, end, prefixes, suffixes, out):
+    """DELTA_BYTE_ARRAY's values rebuilt into `out` (sized to their total): value i is value
+    i - 1's first prefixes[i] bytes, then suffixes[i] bytes from buf[p:end] on. The status is BAD
+    for a negative length, a prefix longer than the value before, or suffixes past `end`."""
+    q = np.int64(0)
+    last_start = np.int64(0)
+    last_len = np.int64(0)
+    for i in range(prefixes.shape[0]):
+        keep = np.int64(prefixes[i])
+        n = np.int64(suffixes[i])
+        if keep < 0 or n < 0 or keep > last_len or p + n > end or q + keep + n > out.shape[0]:
+            return BAD
+        for k in range(keep):
+            out[q + k] = out[last_start + k]
+        for k in range(n):
+            out[q + keep + k] = buf[p + k]
+        p += n
+        last_start, last_len = q, keep + n
+        q += last_len
+    return 0

@@ -1,0 +1,82 @@
+"""A page's values in DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY or
+BYTE_STREAM_SPLIT turned into what scan.encoded bounds: numbers as PLAIN bytes, byte arrays' extrema.
+
+Each function returns None for a page it does not read (a bad or cut-off stream, more or fewer
+values than the page holds): scan.encoded then hands the chunk to Arrow, which judges it.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+from pageindex.format.parquet_thrift import Encoding
+from pageindex.scan.compiled import compiled
+
+DELTA_ENCODINGS = frozenset({Encoding.DELTA_BINARY_PACKED, Encoding.DELTA_LENGTH_BYTE_ARRAY,
+                             Encoding.DELTA_BYTE_ARRAY, Encoding.BYTE_STREAM_SPLIT})
+# A byte array's length is an INT32 in both DELTA byte-array encodings.
+_LENGTH = np.dtype("<u4")
+
+
+def delta_kernels() -> ModuleType | None:
+    """The compiled DELTA kernels, or None (see pageindex.scan.compiled)."""
+    return compiled("delta_kernels")
+
+
+def numbers(encoding: int, buf: np.ndarray, defined: int, dtype: np.dtype) -> np.ndarray | None:
+    """The page's `defined` numbers of `dtype` as their PLAIN bytes (little-endian), from a
+    DELTA_BINARY_PACKED (integers) or BYTE_STREAM_SPLIT section; None if unread."""
+    if encoding == Encoding.BYTE_STREAM_SPLIT:
+        width = dtype.itemsize
+        if len(buf) != defined * width:
+            return None  # Arrow reads the streams' stride from the size: it judges a page with more
+        # stream k holds byte k of every value: back to values, byte after byte
+        return np.ascontiguousarray(buf.reshape(width, defined).T).reshape(-1)
+    k = delta_kernels()
+    if encoding != Encoding.DELTA_BINARY_PACKED or dtype.kind not in "iu" or k is None:
+        return None
+    out = np.empty(defined, np.uint32 if dtype.itemsize == 4 else np.uint64)
+    if k.delta_binary(buf, 0, len(buf), out, 8 * dtype.itemsize) < 0:
+        return None
+    return out.view(np.uint8)
+
+
+def byte_arrays(encoding: int, buf: np.ndarray, defined: int) -> tuple[bytes, bytes, int] | None:
+    """The least and greatest of the page's `defined` byte arrays (unsigned byte-wise) and their
+    total length, from a DELTA_LENGTH_BYTE_ARRAY or DELTA_BYTE_ARRAY section; None if unread."""
+    k = delta_kernels()
+    if k is None:
+        return None
+    if encoding == Encoding.DELTA_LENGTH_BYTE_ARRAY:
+        lengths = _lengths(k, buf, 0, defined)
+        if lengths is None:
+            return None
+        at, lengths = lengths
+        values = buf
+    elif encoding == Encoding.DELTA_BYTE_ARRAY:
+        prefixes = _lengths(k, buf, 0, defined)
+        suffixes = None if prefixes is None else _lengths(k, buf, prefixes[0], defined)
+        if suffixes is None:
+            return None
+        prefixes, (at, suffixes) = prefixes[1], suffixes
+        if (prefixes < 0).any() or (suffixes < 0).any():
+            return None
+        lengths = prefixes.astype(np.int64) + suffixes
+        values = np.empty(int(lengths.sum()), np.uint8)
+        if k.front_coded(buf, at, len(buf), prefixes, suffixes, values) < 0:
+            return None
+        at = 0
+    else:
+        return None
+    low, low_len, high, high_len, total, status = k.span_bounds(values, at, len(values), lengths)
+    if status < 0:
+        return None
+    return bytes(values[low:low + low_len]), bytes(values[high:high + high_len]), int(total)
+
+
+def _lengths(k: ModuleType, buf: np.ndarray, at: int, count: int) -> tuple[int, np.ndarray] | None:
+    """The DELTA_BINARY_PACKED INT32 lengths at buf[at:] and the position after them."""
+    out = np.empty(count, _LENGTH)
+    end = k.delta_binary(buf, at, len(buf), out, 32)
+    return None if end < 0 else (int(end), out.view(np.int32))
