@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pageindex.scan.kernels import _less, _prefix, _window
+from pageindex.scan.kernels import _prefix, _window
 
 _JIT = {"cache": True, "nogil": True}  # as pageindex.scan.kernels: kept compiled, run on threads
 _INLINE = {**_JIT, "inline": "always"}
@@ -118,6 +118,22 @@ def delta_binary(buf, p, end, out, bits):
     return p
 
 
+@njit(**_INLINE)
+def _less(buf, a, a_len, b, b_len, start):
+    """buf[a:a+a_len] < buf[b:b+b_len] (unsigned byte-wise, a prefix first), their first `start`
+    bytes known equal: eight bytes a step, as big-endian words (a shorter tail zero-padded, which
+    orders a prefix first too); URLs share long prefixes, byte steps cost 3x on them."""
+    k = start
+    common = min(a_len, b_len)
+    while k < common:
+        x = _prefix(buf, a + k, a_len - k)
+        y = _prefix(buf, b + k, b_len - k)
+        if x != y:
+            return x < y
+        k += 8
+    return a_len < b_len
+
+
 @njit(**_JIT)
 def span_bounds(buf, p, end, lengths):
     """Values laid end to end from buf[p] on, lengths[i] bytes each (DELTA_LENGTH_BYTE_ARRAY's
@@ -157,10 +173,8 @@ def front_coded(buf, p, end, prefixes, suffixes, out):
         n = np.int64(suffixes[i])
         if keep < 0 or n < 0 or keep > last_len or p + n > end or q + keep + n > out.shape[0]:
             return BAD
-        for k in range(keep):
-            out[q + k] = out[last_start + k]
-        for k in range(n):
-            out[q + keep + k] = buf[p + k]
+        out[q:q + keep] = out[last_start:last_start + keep]
+        out[q + keep:q + keep + n] = buf[p:p + n]
         p += n
         last_start, last_len = q, keep + n
         q += last_len

@@ -309,3 +309,21 @@ def test_bad_width_goes_to_arrow(tmp_path):
     assert both_outcomes[0] == both_outcomes[1]
     (section, defined), = _sections(bad)
     assert delta_values.numbers(5, section, defined, np.dtype("<i8")) is None
+
+
+def test_nested_leaves(tmp_path):
+    """Lists and structs of these encodings go through the nested scan's levels, then these values."""
+    rng = np.random.default_rng(9)
+    ints = [None if i % 11 == 0 else [int(x) for x in rng.integers(-2**62, 2**62, i % 4)] for i in range(ROWS)]
+    words = [None if i % 7 == 0 else ["u%d" % x for x in rng.integers(0, 10**6, i % 3)] for i in range(ROWS)]
+    floats = [None if i % 5 == 0 else {"x": float(rng.normal()) if i % 3 else None} for i in range(ROWS)]
+    table = pa.table({"li": pa.array(ints, pa.list_(pa.int64())), "lw": pa.array(words, pa.list_(pa.string())),
+                      "lb": pa.array(words, pa.list_(pa.string())),
+                      "st": pa.array(floats, pa.struct([("x", pa.float64())]))})
+    for version in ("1.0", "2.0"):
+        path = tmp_path / f"nested{version}.parquet"
+        pq.write_table(table, path, use_dictionary=False, data_page_size=512, data_page_version=version,
+                       column_encoding={"li.list.element": DBP, "lw.list.element": DLBA, "lb.list.element": DBA,
+                                        "st.x": BSS}, write_page_index=False, compression="snappy")
+        both = _assert_same(path)
+        assert both.planned == both.read_encoded == 4
