@@ -58,30 +58,48 @@ def delta_binary(buf, p, end, out, bits):
     """Decode the DELTA_BINARY_PACKED stream at buf[p:end] into `out` (uint32 or uint64: values
     wrap as the format says), whose length its header must state; the position after its last
     miniblock holding values, or BAD (a bad header, a bit width above `bits`, a cut-off stream)."""
-    n = out.shape[0]
+    return _delta(buf, p, end, out.shape[0], out, bits, np.uint64(0), True)[0]
+
+
+@njit(**_JIT)
+def delta_extrema(buf, p, end, count, bits, flip):
+    """delta_binary's reading of `count` values, kept as none but the least and greatest key
+    (a value's low `bits` bits XOR `flip`: the sign bit for signed types, so keys order as the
+    values do): the position after the stream (or BAD) and the two keys."""
+    return _delta(buf, p, end, count, np.empty(0, np.uint64), bits, flip, False)
+
+
+@njit(**_INLINE)
+def _delta(buf, p, end, n, out, bits, flip, write):
+    """The DELTA_BINARY_PACKED reading itself: the end position, least and greatest key."""
+    keep = np.uint64(0xFFFFFFFF) if bits == 32 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    low = np.uint64(0xFFFFFFFFFFFFFFFF)
+    high = np.uint64(0)
     block, p = _varint(buf, p, end, 32)
     if p < 0:
-        return BAD
+        return BAD, low, high
     minis, p = _varint(buf, p, end, 32)
     if p < 0:
-        return BAD
+        return BAD, low, high
     total, p = _varint(buf, p, end, 32)
     if p < 0:
-        return BAD
+        return BAD, low, high
     first, p = _varint(buf, p, end, bits)
     if p < 0 or total != n or n == 0:
-        return BAD
+        return BAD, low, high
     if block == 0 or block % 128 != 0 or minis == 0 or block % minis != 0 or (block // minis) % 32 != 0:
-        return BAD
+        return BAD, low, high
     per_mini = np.int64(block // minis)
     minis = np.int64(minis)
     value = _zigzag(first)
-    out[0] = value
+    low = high = (value & keep) ^ flip
+    if write:
+        out[0] = value
     i = 1
     while i < n:
         raw, p = _varint(buf, p, end, bits)
         if p < 0 or p + minis > end:
-            return BAD
+            return BAD, low, high
         min_delta = _zigzag(raw)
         widths = p
         p += minis
@@ -90,32 +108,32 @@ def delta_binary(buf, p, end, out, bits):
                 break  # the last block's unused miniblocks have no bytes, and any width (as Arrow reads)
             width = np.int64(buf[widths + m])
             if width > bits:
-                return BAD
+                return BAD, low, high
             size = per_mini * width // 8
             if p + size > end:
-                return BAD
+                return BAD, low, high
             take = min(per_mini, n - i)
-            if width == 0:
-                for j in range(take):
-                    value += min_delta
-                    out[i + j] = value
-            else:
-                mask = np.uint64(0xFFFFFFFFFFFFFFFF) if width == 64 else (np.uint64(1) << np.uint64(width)) - np.uint64(1)
-                if p + size + 8 <= buf.shape[0] and width <= 56:
-                    # every field in one 8-byte window that lies in buf: no state between values
-                    for j in range(take):
-                        bit = np.uint64(j * width)
-                        field = (_window(buf, np.uint64(p) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask
-                        value += min_delta + field
-                        out[i + j] = value
+            mask = np.uint64(0xFFFFFFFFFFFFFFFF) if width == 64 else (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+            # every field in one 8-byte window that lies in buf: no state between values
+            windowed = p + size + 8 <= buf.shape[0] and width <= 56
+            for j in range(take):
+                if width == 0:
+                    field = np.uint64(0)
+                elif windowed:
+                    bit = np.uint64(j * width)
+                    field = (_window(buf, np.uint64(p) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask
                 else:
-                    for j in range(take):
-                        bit = j * width
-                        value += min_delta + _slow_bits(buf, p + (bit >> 3), bit & 7, width, mask)
-                        out[i + j] = value
+                    bit = j * width
+                    field = _slow_bits(buf, p + (bit >> 3), bit & 7, width, mask)
+                value += min_delta + field
+                key = (value & keep) ^ flip
+                low = min(low, key)
+                high = max(high, key)
+                if write:
+                    out[i + j] = value
             i += take
             p += size
-    return p
+    return p, low, high
 
 
 @njit(**_INLINE)
@@ -179,3 +197,17 @@ def front_coded(buf, p, end, prefixes, suffixes, out):
         last_start, last_len = q, keep + n
         q += last_len
     return 0
+
+
+@njit(**_JIT)
+def byte_streams(buf, out):
+    """BYTE_STREAM_SPLIT's streams (stream k: byte k of every value; buf exactly their size) put
+    back together into `out` (uint32 or uint64, one a value): a stream a pass, so the loop is
+    over contiguous bytes and vectorizes."""
+    n = out.shape[0]
+    out[:] = 0
+    for k in range(buf.shape[0] // n if n else 0):
+        shift = np.uint64(8 * k)
+        at = k * n
+        for i in range(n):
+            out[i] |= np.uint64(buf[at + i]) << shift

@@ -25,21 +25,28 @@ def delta_kernels() -> ModuleType | None:
 
 
 def numbers(encoding: int, buf: np.ndarray, defined: int, dtype: np.dtype) -> np.ndarray | None:
-    """The page's `defined` numbers of `dtype` as their PLAIN bytes (little-endian), from a
-    DELTA_BINARY_PACKED (integers) or BYTE_STREAM_SPLIT section; None if unread."""
-    if encoding == Encoding.BYTE_STREAM_SPLIT:
-        width = dtype.itemsize
-        if len(buf) != defined * width:
-            return None  # Arrow reads the streams' stride from the size: it judges a page with more
-        # stream k holds byte k of every value: back to values, byte after byte
-        return np.ascontiguousarray(buf.reshape(width, defined).T).reshape(-1)
+    """PLAIN bytes (little-endian) of `dtype` numbers bounding the page as its `defined` values
+    do: from a BYTE_STREAM_SPLIT section all of them, from DELTA_BINARY_PACKED (integers) the least
+    and greatest only; None if unread."""
     k = delta_kernels()
-    if encoding != Encoding.DELTA_BINARY_PACKED or dtype.kind not in "iu" or k is None:
+    if k is None:
         return None
-    out = np.empty(defined, np.uint32 if dtype.itemsize == 4 else np.uint64)
-    if k.delta_binary(buf, 0, len(buf), out, 8 * dtype.itemsize) < 0:
+    if encoding == Encoding.BYTE_STREAM_SPLIT:
+        if len(buf) != defined * dtype.itemsize:
+            return None  # Arrow reads the streams' stride from the size: it judges a page with more
+        out = np.empty(defined, f"<u{dtype.itemsize}")
+        k.byte_streams(buf, out)
+        return out.view(np.uint8)
+    if encoding != Encoding.DELTA_BINARY_PACKED or dtype.kind not in "iu":
         return None
-    return out.view(np.uint8)
+    bits = 8 * dtype.itemsize
+    flip = np.uint64(1 << (bits - 1) if dtype.kind == "i" else 0)
+    end, low, high = k.delta_extrema(buf, 0, len(buf), defined, bits, flip)
+    if end < 0:
+        return None
+    # the two extrema as PLAIN values: bounded by the caller as any PLAIN page's values are
+    keys = np.array([low, high], np.uint64) ^ flip
+    return keys.astype(f"<u{dtype.itemsize}").view(np.uint8)
 
 
 def byte_arrays(encoding: int, buf: np.ndarray, defined: int) -> tuple[bytes, bytes, int] | None:

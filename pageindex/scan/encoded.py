@@ -278,7 +278,7 @@ class Scanner:
                  else delta_values.numbers(encoding, buf, defined, self.dtype))
         if found is None:
             raise Unread()
-        return found if self.bytes else self._plain(found, defined)
+        return found if self.bytes else self._plain(found, len(found) // self.dtype.itemsize)
 
     def _plain(self, buf: np.ndarray, defined: int) -> tuple:
         if self.bytes:

@@ -14,6 +14,7 @@ import pytest
 
 from pageindex.errors import PageIndexError
 from pageindex.format.footer import read_footer
+from pageindex.format.parquet_thrift import Encoding
 from pageindex.index.plan import plan_chunks
 from pageindex.io.storage import open_source
 from pageindex.scan import chunk_scan, delta_values, encoded
@@ -114,6 +115,18 @@ def test_refusals():
     assert _decode(stream[:3] + varint(1 << 33) + stream[3 + len(varint(0)):], len(values), 32)[0] < 0
 
 
+@pytest.mark.parametrize("dtype", ["<u4", "<u8"])
+def test_byte_streams_against_numpy(dtype):
+    """Streams made by numpy's transposition, put back by the kernel (1, 2 and 1000 values)."""
+    rng = np.random.default_rng(6)
+    for count in (1, 2, 1000):
+        values = rng.integers(0, np.iinfo(dtype).max, count, dtype=np.uint64).astype(dtype)
+        streams = np.ascontiguousarray(values.view(np.uint8).reshape(count, -1).T).reshape(-1)
+        out = np.empty(count, dtype)
+        dk.byte_streams(streams, out)
+        assert out.tolist() == values.tolist()
+
+
 def _sections(path: Path, column: int = 0) -> list[tuple[np.ndarray, int]]:
     """Each page's values section (a copy) and defined values, of the file's first chunk of `column`."""
     with scan_kernel(encoded.NUMBA):
@@ -149,9 +162,13 @@ def test_kernel_against_pyarrow_decode(tmp_path, kind):
             pq.write_table(pa.table({"v": column}), path, use_dictionary=False, column_encoding={"v": DBP},
                            compression="none", write_page_index=False)
             (section, defined), = _sections(path)
-            plain = delta_values.numbers(5, section, defined, np.dtype(f"<{kind[0]}{bits // 8}"))
-            assert plain is not None, (width, count)
-            assert plain.view(column.to_numpy().dtype).tolist() == column.to_pylist(), (width, count)
+            expected = column.to_numpy()
+            end, out = _decode(section.tobytes(), defined, bits)
+            assert end > 0 and out.view(kind).tolist() == expected.tolist(), (width, count)
+            for signed in (kind, f"u{kind}"):  # the same bits bounded as signed and as unsigned
+                values = expected.view(signed)
+                plain = delta_values.numbers(Encoding.DELTA_BINARY_PACKED, section, defined, np.dtype(signed))
+                assert plain.view(signed).tolist() == [values.min(), values.max()], (width, count, signed)
 
 
 def _with_nulls(values: list, every: int) -> list:
@@ -227,7 +244,7 @@ def _assert_same(path: Path, truncate_length: int = 64):
 
 @pytest.mark.parametrize("name", sorted(WRITES))
 def test_same_index_bytes(written, name):
-    """Mutation caught: BYTE_STREAM_SPLIT's streams read as rows (reshape without the transpose)."""
+    """Mutation caught: BYTE_STREAM_SPLIT's streams read as interleaved values (byte_streams' `at = k`)."""
     both = _assert_same(written[name])
     assert both.planned == both.read_encoded == 2 * COLUMNS
     _assert_same(written[name], truncate_length=3)
@@ -308,7 +325,7 @@ def test_bad_width_goes_to_arrow(tmp_path):
     both_outcomes = _outcome(bad, encoded.NUMBA), _outcome(bad, encoded.ARROW)
     assert both_outcomes[0] == both_outcomes[1]
     (section, defined), = _sections(bad)
-    assert delta_values.numbers(5, section, defined, np.dtype("<i8")) is None
+    assert delta_values.numbers(Encoding.DELTA_BINARY_PACKED, section, defined, np.dtype("<i8")) is None
 
 
 def test_nested_leaves(tmp_path):
