@@ -190,25 +190,61 @@ def span_bounds(buf, p, end, lengths):
     return low, low_len, high, high_len, total, 0
 
 
+@njit(**_INLINE)
+def _before(x, x_len, y, y_len, start):
+    """x[:x_len] < y[:y_len] (two buffers), their first `start` bytes known equal: as _less."""
+    k = start
+    common = min(x_len, y_len)
+    while k + 8 <= common:
+        a = _window(x, k)
+        b = _window(y, k)
+        if a != b:
+            return _swapped(a) < _swapped(b)
+        k += 8
+    for i in range(k, common):
+        if x[i] != y[i]:
+            return x[i] < y[i]
+    return x_len < y_len
+
+
 @njit(**_JIT)
-def front_coded(buf, p, end, prefixes, suffixes, out):
-    """DELTA_BYTE_ARRAY's values rebuilt into `out` (sized to their total): value i is value
-    i - 1's first prefixes[i] bytes, then suffixes[i] bytes from buf[p:end] on. The status is BAD
-    for a negative length, a prefix longer than the value before, or suffixes past `end`."""
-    q = np.int64(0)
-    last_start = np.int64(0)
-    last_len = np.int64(0)
+def front_coded(buf, p, end, prefixes, suffixes, longest):
+    """DELTA_BYTE_ARRAY's least and greatest value, their total length and the status: value i
+    is value i - 1's first prefixes[i] bytes, then suffixes[i] bytes from buf[p:end] on (BAD for
+    a negative length, a prefix longer than the value before, suffixes past `end`, a value over
+    `longest`). One value at a time, in place over the one before: only suffixes are copied."""
+    value = np.zeros(longest + 8, np.uint8)
+    least = np.zeros(longest + 8, np.uint8)
+    most = np.zeros(longest + 8, np.uint8)
+    last_len = low_len = high_len = total = np.int64(0)
+    low_last = high_last = False  # the least or greatest is the value before
     for i in range(prefixes.shape[0]):
         keep = np.int64(prefixes[i])
         n = np.int64(suffixes[i])
-        if keep < 0 or n < 0 or keep > last_len or p + n > end or q + keep + n > out.shape[0]:
-            return BAD
-        out[q:q + keep] = out[last_start:last_start + keep]
-        out[q + keep:q + keep + n] = buf[p:p + n]
+        length = keep + n
+        if keep < 0 or n < 0 or keep > last_len or p + n > end or length > longest:
+            return least[:0], most[:0], total, BAD
+        value[keep:length] = buf[p:p + n]
         p += n
-        last_start, last_len = q, keep + n
-        q += last_len
-    return 0
+        total += length
+        # The value before's first `keep` bytes are this one's: where it is the least or the
+        # greatest, compared and copied from there on.
+        high_from = keep if high_last else 0
+        low_from = keep if low_last else 0
+        if i == 0:
+            most[:length] = value[:length]
+            least[:length] = value[:length]
+            high_len, low_len, high_last, low_last = length, length, True, True
+        elif _before(most, high_len, value, length, high_from):
+            most[high_from:length] = value[high_from:length]
+            high_len, high_last, low_last = length, True, False
+        elif _before(value, length, least, low_len, low_from):
+            least[low_from:length] = value[low_from:length]
+            low_len, low_last, high_last = length, True, False
+        else:
+            low_last = high_last = False
+        last_len = length
+    return least[:low_len], most[:high_len], total, 0
 
 
 @njit(**_JIT)

@@ -53,33 +53,21 @@ def byte_arrays(encoding: int, buf: np.ndarray, defined: int) -> tuple[bytes, by
     """The least and greatest of the page's `defined` byte arrays (unsigned byte-wise) and their
     total length, from a DELTA_LENGTH_BYTE_ARRAY or DELTA_BYTE_ARRAY section; None if unread."""
     k = delta_kernels()
-    if k is None:
+    if k is None or encoding not in (Encoding.DELTA_LENGTH_BYTE_ARRAY, Encoding.DELTA_BYTE_ARRAY):
+        return None
+    lengths = _lengths(k, buf, 0, defined)
+    if lengths is None:
         return None
     if encoding == Encoding.DELTA_LENGTH_BYTE_ARRAY:
-        lengths = _lengths(k, buf, 0, defined)
-        if lengths is None:
-            return None
-        at, lengths = lengths
-        values = buf
-    elif encoding == Encoding.DELTA_BYTE_ARRAY:
-        prefixes = _lengths(k, buf, 0, defined)
-        suffixes = None if prefixes is None else _lengths(k, buf, prefixes[0], defined)
-        if suffixes is None:
-            return None
-        prefixes, (at, suffixes) = prefixes[1], suffixes
-        if (prefixes < 0).any() or (suffixes < 0).any():
-            return None
-        lengths = prefixes.astype(np.int64) + suffixes
-        values = np.empty(int(lengths.sum()), np.uint8)
-        if k.front_coded(buf, at, len(buf), prefixes, suffixes, values) < 0:
-            return None
-        at = 0
-    else:
+        low, low_len, high, high_len, total, status = k.span_bounds(buf, lengths[0], len(buf), lengths[1])
+        return None if status < 0 else (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len]), int(total))
+    prefixes, suffixes = lengths[1], _lengths(k, buf, lengths[0], defined)
+    if suffixes is None or (prefixes < 0).any() or (suffixes[1] < 0).any():
         return None
-    low, low_len, high, high_len, total, status = k.span_bounds(values, at, len(values), lengths)
-    if status < 0:
-        return None
-    return bytes(values[low:low + low_len]), bytes(values[high:high + high_len]), int(total)
+    # at most the longest value's bytes are held: the kernel refuses a page whose values say otherwise
+    longest = int((prefixes.astype(np.int64) + suffixes[1]).max())
+    low, high, total, status = k.front_coded(buf, suffixes[0], len(buf), prefixes, suffixes[1], longest)
+    return None if status < 0 else (low.tobytes(), high.tobytes(), int(total))
 
 
 def _lengths(k: ModuleType, buf: np.ndarray, at: int, count: int) -> tuple[int, np.ndarray] | None:
