@@ -20,6 +20,7 @@ from pageindex.io.storage import open_source
 from pageindex.scan import chunk_scan, delta_values, encoded
 from pageindex.scan.page_walk import walk_chunk
 from tests.helpers.both_paths import both_paths, indexes, scan_kernel
+from tests.helpers.corpus import corpus_path
 from tests.helpers.fuzz_mutations import varint
 from tests.helpers.writers import pyarrow_each
 
@@ -261,6 +262,7 @@ def test_delta_pages_never_reach_arrow(written, monkeypatch):
     monkeypatch.setattr(chunk_scan, "decode_sections", refuse)
     monkeypatch.setattr(chunk_scan, "decode", refuse)
     assert indexes(path, encoded.NUMBA) == reference
+    assert indexes(path, encoded.NUMBA, threads=2) == reference  # the kernels release the GIL
 
 
 def test_nan_and_signed_zeros(tmp_path):
@@ -344,3 +346,13 @@ def test_nested_leaves(tmp_path):
                                         "st.x": BSS}, write_page_index=False, compression="snappy")
         both = _assert_same(path)
         assert both.planned == both.read_encoded == 4
+
+
+@pytest.mark.parametrize("name", ["byte_stream_split.zstd", "byte_stream_split_extended.gzip", "delta_binary_packed",
+                                  "delta_byte_array", "delta_encoding_optional_column",
+                                  "delta_encoding_required_column", "delta_length_byte_array"])
+def test_other_writers_files(name):
+    """parquet-testing's files of these encodings (parquet-mr and Arrow C++ writers, every bit
+    width in delta_binary_packed): all read from their pages, to the Arrow path's bytes."""
+    both = _assert_same(corpus_path(f"parquet-testing/data/{name}.parquet"))
+    assert both.planned == both.read_encoded > 0
