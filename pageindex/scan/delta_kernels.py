@@ -1,5 +1,5 @@
-"""The DELTA_* encodings' streams decoded by numba kernels: DELTA_BINARY_PACKED integers, the
-lengths and bytes of DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY values, their least and greatest.
+"""DELTA_* and BYTE_STREAM_SPLIT streams read by numba kernels: DELTA_BINARY_PACKED integers, the
+extrema of DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY values, BYTE_STREAM_SPLIT values put back.
 
 Imported by pageindex.scan.delta_values only when numba imports. Each kernel reads only what the
 format allows as Arrow's reader does and returns BAD on anything else; the chunk then goes to Arrow.
@@ -9,12 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pageindex.scan.kernels import _prefix, _window
+from pageindex.scan.kernels import BAD, _prefix, _window
 
 _JIT = {"cache": True, "nogil": True}  # as pageindex.scan.kernels: kept compiled, run on threads
 _INLINE = {**_JIT, "inline": "always"}
-
-BAD = -1
 
 
 @njit(**_INLINE)

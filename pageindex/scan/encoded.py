@@ -1,7 +1,7 @@
 """Page extrema straight from a flat chunk's encoded pages: null counts from the definition levels,
-each page's least and greatest value from PLAIN values or dictionary indices, no values decoded
-(DELTA_* and BYTE_STREAM_SPLIT pages: decoded by pageindex.scan.delta_values).
+each page's least and greatest value from PLAIN values or dictionary indices, no values decoded.
 
+DELTA_* and BYTE_STREAM_SPLIT pages are decoded a page at a time by pageindex.scan.delta_values.
 The compiled kernels (pageindex.scan.kernels, numba) do the streams; without numba, or for any
 chunk or page this path does not read, the caller decodes the chunk with Arrow instead.
 PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =numba insists on the kernels.
