@@ -2,6 +2,7 @@
 pyarrow's decode, and the exact dry run on Arrow's path and on the encoded-page kernels, per dataset.
 
     python -m bench.scan [--size 60] [--kinds numeric,strings_low,...,spark_like] [--rounds 5]
+    python -m bench.scan --size 40 --kinds enc_dbp_int64,...  (other value encodings: bench.encodings)
 
 One process, one thread; the operations of a dataset run interleaved (order rotated each round)
 and each one's median main-thread CPU time and wall time over the rounds is reported; ratios are
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.datasets import DATA_DIR, KINDS, MiB, ensure, spec_for
+from bench.encodings import ENCODED_KINDS, encoded_file
 from pageindex.errors import MalformedFileError
 from pageindex.format.compression import decompress
 from pageindex.format.footer import read_footer
@@ -35,7 +37,7 @@ from pageindex.format.parquet_thrift import CompressionCodec, Encoding, PageType
 from pageindex.index.plan import plan_chunks
 from pageindex.io.storage import open_source
 from pageindex.retrofit import retrofit
-from pageindex.scan import encoded, nested_encoded
+from pageindex.scan import delta_values, encoded, nested_encoded
 from pageindex.scan.page_levels import needs_level_decoding
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, walk_chunk
 
@@ -145,13 +147,28 @@ def dry_run(path: str, choice: str) -> None:
         del os.environ[encoded.ENV]
 
 
+BEFORE = "exact dry run, kernels, other encodings to Arrow"
+
+
+def dry_run_before(path: str) -> None:
+    """The kernels' dry run with DELTA_* and BYTE_STREAM_SPLIT pages handed to Arrow (as before
+    scan.delta_values read them), for a side-by-side ratio."""
+    kept = delta_values.DELTA_ENCODINGS
+    delta_values.DELTA_ENCODINGS = frozenset()
+    try:
+        dry_run(path, encoded.NUMBA)
+    finally:
+        delta_values.DELTA_ENCODINGS = kept
+
+
 def kernel_figures(path: str) -> dict[str, float]:
     """ns per value of each kernel alone over the file's pages it would read (decompressed first)."""
     os.environ[encoded.ENV] = encoded.NUMBA
     try:
         k = encoded.kernels()
         work: dict[str, list[Callable[[], None]]] = {"levels": [], "nested levels": [], "dictionary indices": [],
-                                                     "PLAIN numbers": [], "PLAIN byte arrays": []}
+                                                     "PLAIN numbers": [], "PLAIN byte arrays": [],
+                                                     **{name: [] for name in _OTHER_ENCODINGS.values()}}
         counts = dict.fromkeys(work, 0)
         with open_source(path) as source:
             footer = read_footer(source)
@@ -209,6 +226,16 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
         elif page.value_encoding == Encoding.PLAIN:
             work["PLAIN numbers"].append(lambda b=buf, n=defined: scanner._plain(b, n))
             counts["PLAIN numbers"] += defined
+        elif page.value_encoding in _OTHER_ENCODINGS:
+            # decoded (scan.delta_values) and bounded: the page's whole work, as the scan calls it
+            name = _OTHER_ENCODINGS[page.value_encoding]
+            work[name].append(lambda b=buf, n=defined, e=page.value_encoding: scanner._delta(e, b, n))
+            counts[name] += defined
+
+
+_OTHER_ENCODINGS = {Encoding.DELTA_BINARY_PACKED: "DELTA_BINARY_PACKED", Encoding.DELTA_LENGTH_BYTE_ARRAY:
+                    "DELTA_LENGTH_BYTE_ARRAY", Encoding.DELTA_BYTE_ARRAY: "DELTA_BYTE_ARRAY",
+                    Encoding.BYTE_STREAM_SPLIT: "BYTE_STREAM_SPLIT"}
 
 
 def _flat_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
@@ -274,7 +301,7 @@ def _prime() -> None:
     del block
 
 
-def measure(path: str, rounds: int) -> dict:
+def measure(path: str, rounds: int, other_encodings: bool = False) -> dict:
     into = _cramjam()
     ops: dict[str, Callable[[], object]] = {
         "F1 pyarrow codecs": lambda: floor(path, None),
@@ -282,6 +309,8 @@ def measure(path: str, rounds: int) -> dict:
         "exact dry run, Arrow path": lambda: dry_run(path, encoded.ARROW),
         "exact dry run, kernels": lambda: dry_run(path, encoded.NUMBA),
     }
+    if other_encodings:
+        ops[BEFORE] = lambda: dry_run_before(path)
     if into is not None:
         ops["F1 cramjam into"] = lambda: floor(path, into)
         ops[PYTHON_WALK] = lambda: python_walk(lambda: floor(path, into))
@@ -310,7 +339,9 @@ def report(name: str, path: str, times: dict, kernels: dict[str, float]) -> str:
     for op, t in times.items():
         lines.append(f"| {op} | {t['cpu']:.3f} | {t['wall']:.3f} | {t['cpu'] / f1:.2f} | {t['cpu'] / arrow:.2f} |")
     lines += ["", f"F1 = {f1_name}. Exact dry run, Arrow path / kernels: "
-              f"{times['exact dry run, Arrow path']['cpu'] / times['exact dry run, kernels']['cpu']:.2f}x.", ""]
+              f"{times['exact dry run, Arrow path']['cpu'] / times['exact dry run, kernels']['cpu']:.2f}x."
+              + (f" Other encodings to Arrow / read by the kernels: "
+                 f"{times[BEFORE]['cpu'] / times['exact dry run, kernels']['cpu']:.2f}x." if BEFORE in times else ""), ""]
     if kernels:
         lines.append("Kernels, ns per value: " + ", ".join(f"{k} {v:.2f}" for k, v in kernels.items()) + ".")
         lines.append("")
@@ -330,10 +361,12 @@ def main() -> None:
     for kind in args.kinds.split(","):
         if kind == SPARK_LIKE:
             name, path = f"{SPARK_LIKE}-{args.size:.0f}MB", str(spark_like(int(args.size * MiB)))
+        elif kind in ENCODED_KINDS:
+            name, path = f"{kind}-{args.size:.0f}MB", str(encoded_file(kind, int(args.size * MiB)))
         else:
             dataset = ensure(spec_for(kind, int(args.size * MiB)))
             name, path = dataset.name, dataset.path
-        times = measure(path, args.rounds)
+        times = measure(path, args.rounds, kind in ENCODED_KINDS)
         kernels = kernel_figures(path)
         raw[name] = {"times": times, "kernels": kernels}
         print(report(name, path, times, kernels), flush=True)

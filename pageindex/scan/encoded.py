@@ -1,6 +1,7 @@
 """Page extrema straight from a flat chunk's encoded pages: null counts from the definition levels,
 each page's least and greatest value from PLAIN values or dictionary indices, no values decoded.
 
+DELTA_* and BYTE_STREAM_SPLIT pages are decoded a page at a time by pageindex.scan.delta_values.
 The compiled kernels (pageindex.scan.kernels, numba) do the streams; without numba, or for any
 chunk or page this path does not read, the caller decodes the chunk with Arrow instead.
 PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =numba insists on the kernels.
@@ -28,6 +29,7 @@ from pageindex.format.parquet_thrift import (
 )
 # ENV and the choices stay importable from here (tests, the bench and users' scripts name them so).
 from pageindex.scan.compiled import ARROW, AUTO, ENV, NUMBA, compiled, unsaved  # noqa: F401
+from pageindex.scan import delta_values
 from pageindex.scan.page_levels import needs_level_decoding
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
 
@@ -263,7 +265,18 @@ class Scanner:
             if status < 0:
                 raise Unread()
             return dictionary.by_rank(low), dictionary.by_rank(high), int(size)
+        if encoding in delta_values.DELTA_ENCODINGS:
+            return self._delta(encoding, buf, defined)
         raise Unread()
+
+    def _delta(self, encoding: int, buf: np.ndarray, defined: int) -> tuple:
+        """DELTA_* and BYTE_STREAM_SPLIT values (scan.delta_values): numbers made PLAIN and
+        bounded as PLAIN ones are, byte arrays' extrema found as PLAIN ones' are."""
+        found = (delta_values.byte_arrays(encoding, buf, defined) if self.bytes
+                 else delta_values.numbers(encoding, buf, defined, self.dtype))
+        if found is None:
+            raise Unread()
+        return found if self.bytes else self._plain(found, len(found) // self.dtype.itemsize)
 
     def _plain(self, buf: np.ndarray, defined: int) -> tuple:
         if self.bytes:

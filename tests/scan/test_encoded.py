@@ -144,15 +144,6 @@ def test_nan_refused_on_both_paths(tmp_path):
         assert "NaN" in both.kernels[0][2].reason
 
 
-def test_a_page_beyond_the_kernels_falls_back_to_arrow(written, tmp_path):
-    """DELTA_BINARY_PACKED pages are left to Arrow: same bytes, nothing read by the kernels."""
-    path = tmp_path / "delta.parquet"
-    pq.write_table(pa.table({"a": np.arange(5000)}), path, use_dictionary=False,
-                   column_encoding={"a": "DELTA_BINARY_PACKED"}, write_page_index=False)
-    both = _assert_same(path)
-    assert (both.planned, both.read_encoded) == (1, 0)
-
-
 def test_without_the_kernels_nothing_is_read_encoded(written):
     """PAGEINDEX_SCAN_KERNEL=arrow: the plan sends no chunk to the kernels (the path numba's
     absence takes), and the output is the same."""
