@@ -72,3 +72,12 @@ def both_paths(path: str, truncate_length: int = 64) -> BothPaths:
         finally:
             source.close()
     return BothPaths(arrow, kernels, read, planned)
+
+
+def same_on_both_paths(path: str, truncate_length: int = 64) -> BothPaths:
+    """both_paths, asserting that every chunk's index blocks and report are the same on both."""
+    both = both_paths(str(path), truncate_length)
+    assert len(both.kernels) == len(both.arrow)
+    for (ci_a, oi_a, rep_a), (ci_k, oi_k, rep_k) in zip(both.arrow, both.kernels):
+        assert (ci_k, oi_k, rep_k) == (ci_a, oi_a, rep_a), rep_a.column
+    return both

@@ -19,7 +19,7 @@ from pageindex.index.plan import plan_chunks
 from pageindex.io.storage import open_source
 from pageindex.scan import chunk_scan, delta_values, encoded
 from pageindex.scan.page_walk import walk_chunk
-from tests.helpers.both_paths import both_paths, indexes, scan_kernel
+from tests.helpers.both_paths import indexes, same_on_both_paths, scan_kernel
 from tests.helpers.corpus import corpus_path
 from tests.helpers.fuzz_mutations import varint
 from tests.helpers.writers import pyarrow_each
@@ -234,20 +234,13 @@ def written(tmp_path_factory) -> dict[str, Path]:
                         column_encoding=encodings, store_decimal_as_integer=True)
 
 
-def _assert_same(path: Path, truncate_length: int = 64):
-    both = both_paths(str(path), truncate_length)
-    assert len(both.kernels) == len(both.arrow)
-    for (ci_a, oi_a, rep_a), (ci_k, oi_k, rep_k) in zip(both.arrow, both.kernels):
-        assert (ci_k, oi_k, rep_k) == (ci_a, oi_a, rep_a), rep_a.column
-    return both
-
 
 @pytest.mark.parametrize("name", sorted(WRITES))
 def test_same_index_bytes(written, name):
     """Mutation caught: BYTE_STREAM_SPLIT's streams read as interleaved values (byte_streams' `at = k`)."""
-    both = _assert_same(written[name])
+    both = same_on_both_paths(written[name])
     assert both.planned == both.read_encoded == 2 * COLUMNS
-    _assert_same(written[name], truncate_length=3)
+    same_on_both_paths(written[name], truncate_length=3)
 
 
 def test_delta_pages_never_reach_arrow(written, monkeypatch):
@@ -270,7 +263,7 @@ def test_nan_and_signed_zeros(tmp_path):
     values = np.tile([0.0, -0.0, 1.0, math.nan, -0.0], 1000)
     pq.write_table(pa.table({"f": values, "g": values.astype(np.float32), "z": np.tile([-0.0, 0.0], 2500)}), path,
                    use_dictionary=False, column_encoding=BSS, data_page_size=512, write_page_index=False)
-    both = _assert_same(path)
+    both = same_on_both_paths(path)
     assert both.read_encoded == 3
     assert [r.column_index for _, _, r in both.kernels] == [False, False, True]
 
@@ -343,7 +336,7 @@ def test_nested_leaves(tmp_path):
         pq.write_table(table, path, use_dictionary=False, data_page_size=512, data_page_version=version,
                        column_encoding={"li.list.element": DBP, "lw.list.element": DLBA, "lb.list.element": DBA,
                                         "st.x": BSS}, write_page_index=False, compression="snappy")
-        both = _assert_same(path)
+        both = same_on_both_paths(path)
         assert both.planned == both.read_encoded == 4
 
 
@@ -353,5 +346,5 @@ def test_nested_leaves(tmp_path):
 def test_other_writers_files(name):
     """parquet-testing's files of these encodings (parquet-mr and Arrow C++ writers, every bit
     width in delta_binary_packed): all read from their pages, to the Arrow path's bytes."""
-    both = _assert_same(corpus_path(f"parquet-testing/data/{name}.parquet"))
+    both = same_on_both_paths(corpus_path(f"parquet-testing/data/{name}.parquet"))
     assert both.planned == both.read_encoded > 0

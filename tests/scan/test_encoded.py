@@ -17,7 +17,7 @@ from pageindex.format.footer import read_footer
 from pageindex.io.storage import open_source
 from pageindex.scan import encoded
 from pageindex.scan.page_walk import walk_chunk
-from tests.helpers.both_paths import both_paths, indexes, scan_kernel
+from tests.helpers.both_paths import indexes, same_on_both_paths, scan_kernel
 from tests.helpers.corpus import corpus_path, load_catalog
 from tests.helpers.writers import pyarrow_each
 
@@ -91,24 +91,17 @@ def written(tmp_path_factory) -> dict[str, Path]:
                         write_page_index=False, store_decimal_as_integer=True)
 
 
-def _assert_same(path: Path, truncate_length: int = 64) -> None:
-    both = both_paths(str(path), truncate_length)
-    assert len(both.kernels) == len(both.arrow)
-    for (ci_a, oi_a, rep_a), (ci_k, oi_k, rep_k) in zip(both.arrow, both.kernels):
-        assert (ci_k, oi_k, rep_k) == (ci_a, oi_a, rep_a), rep_a.column
-    return both
-
 
 @pytest.mark.parametrize("name", sorted(WRITES))
 def test_generated_same_index_bytes(written, name):
-    both = _assert_same(written[name])
+    both = same_on_both_paths(written[name])
     # Every flat column of a supported type was bounded by the kernels, not handed back to Arrow.
     assert both.planned == both.read_encoded == 2 * 18
 
 
 @pytest.mark.parametrize("name", ["v1-dict-snappy", "v2-plain-gzip", "v1-fallback"])
 def test_generated_same_bytes_when_truncating(written, name):
-    _assert_same(written[name], truncate_length=5)
+    same_on_both_paths(written[name], truncate_length=5)
 
 
 @pytest.mark.parametrize("rank_below", [0, 10**9])
@@ -116,8 +109,8 @@ def test_generated_same_bytes_when_truncating(written, name):
 def test_byte_dictionaries_ranked_or_compared(written, name, rank_below, monkeypatch):
     """Every byte-array dictionary ranked once (0), or none (their entries compared as bytes)."""
     monkeypatch.setattr(encoded, "RANK_BELOW", rank_below)
-    _assert_same(written[name])
-    _assert_same(written[name], truncate_length=5)
+    same_on_both_paths(written[name])
+    same_on_both_paths(written[name], truncate_length=5)
 
 
 def test_pages_really_are_mixed(written):
@@ -138,7 +131,7 @@ def test_nan_refused_on_both_paths(tmp_path):
     for dictionary in (False, True):
         pq.write_table(pa.table({"f": values, "g": np.tile([1.0, math.nan], 2500)}), path,
                        use_dictionary=dictionary, data_page_size=1024, write_page_index=False)
-        both = _assert_same(path)
+        both = same_on_both_paths(path)
         assert both.read_encoded == 2
         assert [r.column_index for _, _, r in both.kernels] == [False, False]
         assert "NaN" in both.kernels[0][2].reason
@@ -193,7 +186,7 @@ def test_leaves_of_structs(tmp_path):
                      schema=pa.schema([pa.field("s", inner), pa.field("t", outer, nullable=False)]))
     path = tmp_path / "structs.parquet"
     pq.write_table(table, path, data_page_size=1024, write_page_index=False)
-    both = _assert_same(path)
+    both = same_on_both_paths(path)
     assert (both.planned, both.read_encoded) == (3, 3)  # s.req and t.x; s.opt (two levels) as a nested leaf
 
 

@@ -17,7 +17,7 @@ from pageindex.format.thrift import Field, Struct, T, encode_struct
 from pageindex.io.storage import open_source
 from pageindex.scan import chunk_scan, encoded
 from pageindex.scan.level_streams import decode_hybrid
-from tests.helpers.both_paths import both_paths, indexes
+from tests.helpers.both_paths import indexes, same_on_both_paths
 from tests.helpers.corpus import corpus_path, load_catalog
 from tests.helpers.fuzz_mutations import varint
 from tests.helpers.hand_pages import with_only_chunk
@@ -139,21 +139,14 @@ def written(tmp_path_factory) -> dict[str, Path]:
                         write_page_index=False)
 
 
-def _assert_same(path: Path, truncate_length: int = 64):
-    both = both_paths(str(path), truncate_length)
-    assert len(both.kernels) == len(both.arrow)
-    for (ci_a, oi_a, rep_a), (ci_k, oi_k, rep_k) in zip(both.arrow, both.kernels):
-        assert (ci_k, oi_k, rep_k) == (ci_a, oi_a, rep_a), rep_a.column
-    return both
-
 
 @pytest.mark.parametrize("name", sorted(WRITES))
 def test_nested_same_index_bytes(written, name):
-    both = _assert_same(written[name])
+    both = same_on_both_paths(written[name])
     # Every leaf was bounded from its encoded pages.
     assert both.planned == both.read_encoded == 2 * LEAVES
     assert all(r.column_index and r.offset_index for _, _, r in both.kernels)
-    _assert_same(written[name], truncate_length=3)
+    same_on_both_paths(written[name], truncate_length=3)
 
 
 def test_pages_are_many_and_mixed(written):
@@ -182,7 +175,7 @@ def test_nested_chunks_never_reach_arrow(written, monkeypatch):
 
 def test_split_record_falls_back(tmp_path):
     """A record split across pages: the Arrow path explains why there is no index."""
-    both = _assert_same(write_split_record_file(tmp_path / "split.parquet"))
+    both = same_on_both_paths(write_split_record_file(tmp_path / "split.parquet"))
     assert (both.planned, both.read_encoded) == (1, 0)
     assert "split across pages" in both.kernels[0][2].reason
 
@@ -206,7 +199,7 @@ def test_bit_packed_levels_fall_back(tmp_path):
     ))
     path = tmp_path / "bit_packed.parquet"
     path.write_bytes(with_only_chunk(base.read_bytes(), encode_struct(header) + body))
-    both = _assert_same(path)
+    both = same_on_both_paths(path)
     assert (both.planned, both.read_encoded) == (1, 0)
     assert both.kernels[0][2].offset_index
 
