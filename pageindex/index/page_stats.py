@@ -19,6 +19,7 @@ from pageindex.index.kinds import codec_for, comparable
 from pageindex.index.kinds.base import Bounds
 from pageindex.index.truncation import truncate_max, truncate_min
 from pageindex.io.storage import Source
+from pageindex.scan.nested_encoded import nested_levels_counted
 from pageindex.scan.page_levels import PageLevels, flat_levels, needs_level_decoding, nested_levels, with_nulls
 from pageindex.scan.page_walk import ChunkPages, Page, walk_chunk, walk_headers
 
@@ -49,15 +50,18 @@ def applicable(chunk: ChunkMeta, order: Order, created_by: str) -> str | None:
     return refusal if refusal is not None else untrusted_writer(created_by, chunk.leaf.physical_type)
 
 
-def read_headers(source: Source, chunk: ChunkMeta, limit: int) -> HeaderFacts:
+def read_headers(source: Source, chunk: ChunkMeta, limit: int, rows: int) -> HeaderFacts:
     """A flat chunk's pages from their headers alone; a nested chunk's from reading it whole,
-    as rows per page (and level histograms) are only known from its levels."""
+    as rows per page (and level histograms) are only known from its levels (counted by the
+    compiled level kernel where it reads them cleanly and they add up to the row group's `rows`)."""
     if not needs_level_decoding(chunk):
         pages = walk_headers(source, chunk, limit)
         stats = tuple(_stats(page) for page in pages.pages)
         return HeaderFacts(pages, stats, _flat_levels(chunk.leaf.max_def, pages, stats))
     pages = walk_chunk(source, chunk, limit)
-    levels, _ = nested_levels(chunk, pages)
+    levels = nested_levels_counted(chunk, pages, rows)
+    if levels is None:
+        levels, _ = nested_levels(chunk, pages)
     return HeaderFacts(pages.without_data(), tuple(_stats(page) for page in pages.pages), levels)
 
 

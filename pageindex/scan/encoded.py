@@ -125,7 +125,7 @@ def _buffer(slot: str, size: int) -> np.ndarray:
     return fresh
 
 
-class _Pages:
+class PageBodies:
     """A chunk's page bodies decompressed into this thread's buffers (exactly their declared
     size, as format.compression checks it; anything else is left to that check)."""
 
@@ -165,7 +165,7 @@ class Scanner:
         self.dtype = None if self.bytes else np.dtype(_NUMBERS[(leaf.physical_type, order.kind)])
         self.max_def = leaf.max_def
         self.dictionary: _Dictionary | None = None
-        self.bodies = _Pages(chunk.codec)
+        self.bodies = PageBodies(chunk.codec)
         self.no_lengths = np.zeros(0, np.int64)
 
     def run(self) -> PageExtrema:

@@ -6,7 +6,9 @@ record split across pages, rows that do not add up) goes to the Arrow path, whic
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -15,9 +17,11 @@ from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import Encoding, PageType
 from pageindex.scan.compiled import compiled, unsaved
-from pageindex.scan.encoded import PageExtrema, Scanner, Unread, kernels
+from pageindex.scan.encoded import PageBodies, PageExtrema, Scanner, Unread, kernels
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages, Page
+
+T = TypeVar("T")
 
 
 def level_kernels() -> ModuleType | None:
@@ -33,14 +37,29 @@ def nested_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages, rows: int
     values, levels = kernels(), level_kernels()
     if values is None or levels is None:
         return None
+    found = _unless_unread(lambda: NestedScanner(values, levels, chunk, order, pages).run_nested())
+    return found if found is not None and int(found[0].rows.sum()) == rows else None
+
+
+def nested_levels_counted(chunk: ChunkMeta, pages: ChunkPages, rows: int) -> PageLevels | None:
+    """The nested chunk's page levels alone (no value is read), or None to leave them to the
+    Arrow decode, on the same terms as nested_extrema. `pages` must hold their bytes."""
+    levels = level_kernels()
+    if levels is None:
+        return None
+    found = _unless_unread(lambda: LevelCounter(levels, chunk, pages, PageBodies(chunk.codec)).run())
+    return found if found is not None and int(found.rows.sum()) == rows else None
+
+
+def _unless_unread(run: Callable[[], T]) -> T | None:
+    """run(), or None where its pages are left to the Arrow path (which reports what is wrong)."""
     try:
-        found = NestedScanner(values, levels, chunk, order, pages).run_nested()
+        return run()
     except (MalformedFileError, Unread, MemoryError):
         return None
     except OSError as err:  # numba could not save a kernel it compiled (as in scan.encoded)
         unsaved(err)
         return None
-    return found if int(found[0].rows.sum()) == rows else None
 
 
 class NestedScanner(Scanner):
@@ -49,28 +68,55 @@ class NestedScanner(Scanner):
     def __init__(self, compiled: ModuleType, levels: ModuleType, chunk: ChunkMeta, order: Order,
                  pages: ChunkPages) -> None:
         super().__init__(compiled, chunk, order, pages)
-        self.levels = levels
-        self.max_rep = chunk.leaf.max_rep
+        self.counter = LevelCounter(levels, chunk, pages, self.bodies)
 
     def run_nested(self) -> tuple[PageLevels, PageExtrema]:
-        n = len(self.pages.pages)
-        def_h = np.zeros((n, self.max_def + 1), np.int64)
-        rep_h = np.zeros((n, self.max_rep + 1), np.int64)
-        nulls = np.zeros(n, np.int64)
+        counts = self.counter.empty()
 
         def section(i: int, page: Page) -> tuple[np.ndarray, int]:
-            values = self._levels(page, def_h[i], rep_h[i])
-            defined = int(def_h[i, self.max_def])
-            nulls[i] = page.num_values - defined
-            return values, defined
+            values = self.counter.page(page, i, counts, True)
+            return values, int(counts.def_h[i, self.max_def])
 
-        extrema = self.bound(section, nulls)
-        levels = PageLevels(rep_h[:, 0].copy(), nulls, def_h[:, self.max_def].copy(),
-                            def_h if self.max_def else None, rep_h if self.max_rep else None, None)
-        return levels, extrema
+        extrema = self.bound(section, counts.nulls)
+        return counts.levels(), extrema
 
-    def _levels(self, page: Page, def_hist: np.ndarray, rep_hist: np.ndarray) -> np.ndarray:
-        """Count the page's levels into the two histograms; its values section (uncompressed)."""
+
+@dataclass(frozen=True)
+class _Counts:
+    """Each page's level histograms and nulls, filled page by page."""
+
+    def_h: np.ndarray
+    rep_h: np.ndarray
+    nulls: np.ndarray
+    max_def: int
+    max_rep: int
+
+    def levels(self) -> PageLevels:
+        return PageLevels(self.rep_h[:, 0].copy(), self.nulls, self.def_h[:, self.max_def].copy(),
+                          self.def_h if self.max_def else None, self.rep_h if self.max_rep else None, None)
+
+
+class LevelCounter:
+    """A nested chunk's repetition and definition level streams, counted page by page."""
+
+    def __init__(self, levels: ModuleType, chunk: ChunkMeta, pages: ChunkPages, bodies: PageBodies) -> None:
+        self.levels, self.pages, self.bodies = levels, pages, bodies
+        self.max_def, self.max_rep = chunk.leaf.max_def, chunk.leaf.max_rep
+
+    def empty(self) -> _Counts:
+        n = len(self.pages.pages)
+        return _Counts(np.zeros((n, self.max_def + 1), np.int64), np.zeros((n, self.max_rep + 1), np.int64),
+                       np.zeros(n, np.int64), self.max_def, self.max_rep)
+
+    def run(self) -> PageLevels:
+        counts = self.empty()
+        for i, page in enumerate(self.pages.pages):
+            self.page(page, i, counts, False)
+        return counts.levels()
+
+    def page(self, page: Page, i: int, counts: _Counts, values: bool) -> np.ndarray | None:
+        """Count page i's levels into `counts`; its values section (uncompressed) when `values`."""
+        def_hist, rep_hist = counts.def_h[i], counts.rep_h[i]
         body = self.pages.body(page)
         count = page.num_values
         if count < 0:
@@ -85,7 +131,10 @@ class NestedScanner(Scanner):
             self._count(levels, rep_end, end, count, self.max_def, def_hist, False)
             if page.num_rows != rep_hist[0]:
                 raise Unread()  # the Arrow path names the page
+            counts.nulls[i] = count - def_hist[self.max_def]
             size = page.uncompressed_size - end
+            if not values:
+                return None  # v2 levels are never compressed: the values need not be either
             if page.is_compressed:
                 return self.bodies.body(body[end:], size)
             if len(body) - end != size:
@@ -96,6 +145,7 @@ class NestedScanner(Scanner):
         whole = self.bodies.body(body, page.uncompressed_size)
         pos = self._v1_block(whole, 0, page.rep_encoding, count, self.max_rep, rep_hist, True)
         pos = self._v1_block(whole, pos, page.def_encoding, count, self.max_def, def_hist, False)
+        counts.nulls[i] = count - def_hist[self.max_def]
         return whole[pos:]
 
     def _v1_block(self, whole: np.ndarray, pos: int, encoding: object, count: int, max_level: int,

@@ -12,9 +12,12 @@ import pageindex
 from pageindex.format.footer import read_footer
 from pageindex.format.parquet_thrift import FileMetaData, Type
 from pageindex.format.thrift import T
+from pageindex.index import page_stats
 from pageindex.index.page_stats import untrusted_writer
 from pageindex.index.reader import read_column_index, read_offset_index
 from pageindex.io.storage import open_source
+from pageindex.scan import encoded
+from tests.helpers.both_paths import scan_kernel
 from tests.helpers.corpus import corpus_files, corpus_path
 from tests.helpers.split_records import ROWS as SPLIT_ROWS
 from tests.helpers.split_records import write_split_record_file
@@ -128,6 +131,25 @@ def test_nested_columns_take_bounds_from_headers_and_rows_from_levels(tmp_path, 
         assert got[key][1].pages == oi.pages, key
     assert pageindex.verify(str(tmp_path / "fast.parquet")).ok
     assert pq.read_table(tmp_path / "fast.parquet").equals(NESTED)
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_nested_levels_are_counted_by_the_level_kernel(tmp_path, monkeypatch, version):
+    """Where the level kernel is there, a trusted nested chunk's levels are counted by it, not
+    decoded by Arrow: the same index bytes as the decode gives (PAGEINDEX_SCAN_KERNEL=arrow)."""
+    pytest.importorskip("numba")
+    path = _file(tmp_path, NESTED, data_page_version=version, compression="snappy")
+    with scan_kernel(encoded.ARROW):
+        pageindex.retrofit(str(path), str(tmp_path / "decoded.parquet"), trust_page_stats=True)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("levels decoded by Arrow")
+
+    monkeypatch.setattr(page_stats, "nested_levels", refuse)
+    with scan_kernel(encoded.NUMBA):
+        fast = pageindex.retrofit(str(path), str(tmp_path / "counted.parquet"), trust_page_stats=True)
+    assert {c.source for c in fast.chunks} == {"page_stats"}
+    assert (tmp_path / "counted.parquet").read_bytes() == (tmp_path / "decoded.parquet").read_bytes()
 
 
 def test_nested_null_counts_that_differ_from_the_levels_fall_back():
