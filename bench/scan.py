@@ -210,7 +210,7 @@ def _chunk_kernels(k, source, footer, planned, work, counts) -> None:
             continue
         if page.value_encoding in DICTIONARY_ENCODINGS:
             d = _held(scanner._dictionary())
-            if isinstance(d.ordered, encoded._Spans):
+            if scanner.bytes and not d.ranked:
                 work["dictionary indices"].append(lambda b=buf, n=defined, d=d: k.index_bytes(
                     b, 0, len(b), n, d.ordered.body, d.ordered.starts, d.lengths))
             elif scanner.bytes:
@@ -260,8 +260,9 @@ def _flat_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
 def _nested_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
     """A nested page's level streams timed through level_histogram; its values and defined count."""
     leaf = scanner.chunk.leaf
-    def_hist, rep_hist = np.zeros(leaf.max_def + 1, np.int64), np.zeros(leaf.max_rep + 1, np.int64)
-    buf = np.array(scanner._levels(page, def_hist, rep_hist))  # a copy, as in _flat_levels
+    found, i = scanner.counter.empty(), scanner.pages.pages.index(page)
+    buf = np.array(scanner.counter.page(page, i, found, True))  # a copy, as in _flat_levels
+    def_hist = found.def_h[i]
     body = scanner.pages.body(page)
     if page.kind == PageType.DATA_PAGE_V2:
         bounds = [(leaf.max_rep, 0, page.rep_levels_size),
@@ -279,7 +280,7 @@ def _nested_levels(k, scanner, page, work, counts) -> tuple[np.ndarray, int]:
         if max_level:
             hist = np.zeros(max_level + 1, np.int64)
             work["nested levels"].append(lambda lv=levels, s=start, e=end, n=page.num_values, m=max_level, h=hist:
-                                         scanner.levels.level_histogram(lv, s, e, n, m, h))
+                                         scanner.counter.levels.level_histogram(lv, s, e, n, m, h))
             counts["nested levels"] += page.num_values
     return buf, int(def_hist[leaf.max_def])
 
