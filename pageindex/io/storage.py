@@ -8,15 +8,16 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import mmap
 import os
 import stat
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import fsspec
+import numpy as np
 
 from pageindex.errors import PageIndexError, StorageError
 from pageindex.io.read_plan import ReadOptions, ReadPlan
@@ -237,13 +238,15 @@ class Source:
         """A writable view of the first `size` bytes of this thread's spare buffer, or None while
         a view of it is still alive anywhere (ours, a slice, or an Arrow buffer made from one)."""
         spare = getattr(self._spares, "buffer", None)
-        if spare is not None and not _unexported(spare):
+        # Every view of the buffer (a memoryview, its slices, what wraps them) holds it through
+        # one export: references beyond the holder, this name and getrefcount's argument are
+        # views still alive, whose bytes a new read would overwrite.
+        if spare is not None and sys.getrefcount(spare) > _SPARE_UNSHARED:
             return None
         if spare is None or len(spare) < size:
-            # An anonymous private mapping: the kernel zeroes its pages as the read faults them
-            # in, outside the GIL (a bytearray is zeroed beforehand, holding it), and it counts
-            # the views exported from it (_unexported).
-            spare = self._spares.buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+            # Not zeroed (a bytearray would be, page by page, holding the GIL): the read itself
+            # faults the pages in, outside it.
+            spare = self._spares.buffer = np.empty(size, np.uint8)
         return memoryview(spare)[:size]
 
     def drop_spare(self) -> None:
@@ -274,17 +277,8 @@ class Source:
 # chunk_scan streams from storage instead of keeping (STREAM_CHUNK_BYTES).
 REUSE_MIN_BYTES = 1 << 20
 REUSE_MAX_BYTES = 32 << 20
-
-
-def _unexported(buffer: mmap.mmap) -> bool:
-    """Whether no view of `buffer` is alive: every view (a memoryview, its slices, what wraps
-    them) holds an export, and an mmap with exports refuses to be resized. Counting references
-    instead would miss views on interpreters that borrow references on their stack."""
-    try:
-        buffer.resize(len(buffer))
-    except (BufferError, OSError, SystemError):  # SystemError: no mremap here, so never reused
-        return False
-    return True
+# References to an idle spare buffer inside _take_spare: its holder, the local name, the argument.
+_SPARE_UNSHARED = 3
 
 
 @dataclass(frozen=True)
