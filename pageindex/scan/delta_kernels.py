@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pageindex.scan.kernels import BAD, _prefix, _window
+from pageindex.scan.kernels import BAD, be_prefix, le_window
 
 _JIT = {"cache": True, "nogil": True}  # as pageindex.scan.kernels: kept compiled, run on threads
 _INLINE = {**_JIT, "inline": "always"}
@@ -119,7 +119,7 @@ def _delta(buf, p, end, n, out, bits, flip, write):
                     field = np.uint64(0)
                 elif windowed:
                     bit = np.uint64(j * width)
-                    field = (_window(buf, np.uint64(p) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask
+                    field = (le_window(buf, np.uint64(p) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask
                 else:
                     bit = j * width
                     field = _slow_bits(buf, p + (bit >> 3), bit & 7, width, mask)
@@ -150,8 +150,8 @@ def _less(buf, a, a_len, b, b_len, start):
     k = start
     common = min(a_len, b_len)
     while k + 8 <= common:
-        x = _window(buf, a + k)
-        y = _window(buf, b + k)
+        x = le_window(buf, a + k)
+        y = le_window(buf, b + k)
         if x != y:
             return _swapped(x) < _swapped(y)
         k += 8
@@ -175,7 +175,7 @@ def span_bounds(buf, p, end, lengths):
         if n < 0 or p + n > end:
             return low, low_len, high, high_len, total, BAD
         total += n
-        key = _prefix(buf, p, n)
+        key = be_prefix(buf, p, n)
         # as kernels.plain_bytes: an 8-byte big-endian key first, the bytes only on a tie; the
         # greatest first, as these encodings mostly hold sorted values (a new greatest is no least)
         if low < 0:
@@ -194,8 +194,8 @@ def _before(x, x_len, y, y_len, start):
     k = start
     common = min(x_len, y_len)
     while k + 8 <= common:
-        a = _window(x, k)
-        b = _window(y, k)
+        a = le_window(x, k)
+        b = le_window(y, k)
         if a != b:
             return _swapped(a) < _swapped(b)
         k += 8

@@ -113,7 +113,7 @@ def level_zeros(buf, p, end, count):
 
 
 @njit(**_INLINE)
-def _window(buf, at):
+def le_window(buf, at):
     """The 8 bytes at `at` as a little-endian uint64 (the caller knows they are there); written
     byte by byte with unsigned indices so LLVM makes it one load."""
     a = np.uint64(at)
@@ -128,7 +128,7 @@ def _packed_at(buf, q, i, width, mask):
     """Value i of the bit-packed run whose data starts at q: a window at bit i * width, no state
     carried from value to value (so the loop pipelines); the window must lie in buf."""
     bit = np.uint64(i) * np.uint64(width)
-    return np.int64((_window(buf, np.uint64(q) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask)
+    return np.int64((le_window(buf, np.uint64(q) + (bit >> np.uint64(3))) >> (bit & np.uint64(7))) & mask)
 
 
 @njit(**_INLINE)
@@ -301,7 +301,7 @@ def _length(buf, p):
 
 
 @njit(**_INLINE)
-def _prefix(buf, p, n):
+def be_prefix(buf, p, n):
     """buf[p:p+n]'s first 8 bytes as a big-endian uint64, zero-padded: a less prefix means a
     less value (unsigned byte-wise, a prefix first); equal prefixes need the bytes compared."""
     if p + 8 <= buf.shape[0]:
@@ -338,7 +338,7 @@ def plain_bytes(buf, p, end, count):
         if p + n > end:
             return low, low_len, high, high_len, total, BAD
         total += n
-        key = _prefix(buf, p, n)
+        key = be_prefix(buf, p, n)
         if low < 0:
             low, low_len, high, high_len, low_key, high_key = p, n, p, n, key, key
         elif key < low_key or (key == low_key and _less(buf, p, n, low, low_len, 8)):
