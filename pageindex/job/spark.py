@@ -223,7 +223,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
     """Entry point; `spark` may be given (tests, notebooks), else one is created or reused.
     The exit code follows pageindex.errors' rule (config.EXIT_CODES)."""
     logging.basicConfig(level=logging.WARNING, format="[pageindex] %(message)s")
-    logging.getLogger().addFilter(_not_interrupted)  # py4j logs on the root logger
+    # On the handlers: py4j logs on the root logger and on its own (py4j.clientserver), whose
+    # records reach the root's handlers without passing the root logger's filters.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_not_interrupted)
     own = None
     try:
         config = JobConfig.from_argv(argv)

@@ -47,7 +47,7 @@ def test_sigterm_to_the_driver_stops_the_job_cleanly(tmp_path):
     assert len(stopped) == 1, run.stderr
     # py4j's own traceback of the interrupted call is not shown: the line above says it.
     assert "KeyboardInterrupt while sending command" not in run.stderr
-    assert "terminated by SIGTERM" not in run.stderr
+    assert "terminated by SIGTERM" not in run.stderr, run.stderr  # the whole of it, to see where
     assert _left_behind(data) == []
     for path in sorted(data.iterdir()):
         assert path.read_bytes() in (original, indexed), path.name
