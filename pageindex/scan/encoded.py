@@ -251,17 +251,14 @@ class Scanner:
                 raise Unread()
             # A NaN among the page's values stays among its two, so it is seen (R7).
             return (low, self.dtype.type(np.nan) if nan else high, 0)
-        if encoding in DICTIONARY_ENCODINGS and not self._dictionary().ranked:
-            spans = self._dictionary()
-            low, high, size, status = self.k.index_bytes(buf, 0, len(buf), defined, spans.ordered.body,
-                                                         spans.ordered.starts, spans.lengths)
-            if status < 0:
-                raise Unread()
-            return spans.ordered[low], spans.ordered[high], int(size)
-        if encoding in DICTIONARY_ENCODINGS:
+        if encoding in DICTIONARY_ENCODINGS:  # byte arrays: by rank where ranked, else as bytes
             dictionary = self._dictionary()
-            low, high, size, status = self.k.index_ranks(buf, 0, len(buf), defined, dictionary.rank,
-                                                         dictionary.lengths if self.bytes else self.no_lengths)
+            if dictionary.ranked:
+                low, high, size, status = self.k.index_ranks(buf, 0, len(buf), defined, dictionary.rank,
+                                                             dictionary.lengths)
+            else:
+                low, high, size, status = self.k.index_bytes(buf, 0, len(buf), defined, dictionary.ordered.body,
+                                                             dictionary.ordered.starts, dictionary.lengths)
             if status < 0:
                 raise Unread()
             return dictionary.by_rank(low), dictionary.by_rank(high), int(size)
