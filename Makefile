@@ -11,8 +11,11 @@ env: $(STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install only when the package definition changes.
-$(STAMP): pyproject.toml | $(PY)
+# The compiled kernels' sources: the editable install builds them in place (setup.py).
+KERNELS := $(shell find pageindex -name '*.pyx' -o -name '*.pxd')
+
+# Re-install only when the package definition or a kernel's source changes.
+$(STAMP): pyproject.toml setup.py $(KERNELS) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)

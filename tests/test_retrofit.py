@@ -56,7 +56,7 @@ def test_retrofit_and_verify_run_with_the_collector_paused(tmp_path, monkeypatch
 def test_encoded_scans_run_with_the_collector_paused(tmp_path, monkeypatch):
     path = tmp_path / "one_column.parquet"
     pq.write_table(pa.table({"a": list(range(100))}), path)
-    monkeypatch.setenv(encoded.ENV, encoded.NUMBA)
+    monkeypatch.setenv(encoded.ENV, encoded.COMPILED)
     collector_on_while_reading = _note_at_each_decode(monkeypatch, gc.isenabled, "page_extrema")
     gc.enable()
     retrofit(str(path))

@@ -1,34 +1,51 @@
-"""Which compiled code the scan uses: numba's kernels (the `fast` extra) or none, as
-PAGEINDEX_SCAN_KERNEL says (auto, arrow: none, numba: insist), imported on first use.
+"""Which code the scan runs: the compiled kernels built into the wheel (pageindex/scan/*.pyx), or
+Arrow's decode where they cannot load; PAGEINDEX_SCAN_KERNEL says auto, arrow or compiled (insist).
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
-import threading
-import warnings
 from types import ModuleType
 
 ENV = "PAGEINDEX_SCAN_KERNEL"
-AUTO, ARROW, NUMBA = "auto", "arrow", "numba"
+AUTO, ARROW, COMPILED = "auto", "arrow", "compiled"
+# What a record says of the path its file took.
+PATHS = (COMPILED, ARROW)
+# The modules built from pageindex/scan/*.pyx that the scan calls.
+MODULES = ("kernels", "level_kernels", "delta_kernels", "header_kernel")
 
-# Set when numba could not save a compiled kernel: no writable cache directory (pageindex shipped
-# as a zip to an executor whose home is not writable), found on a kernel's first call, not at import.
-UNSAVED = threading.Event()
+log = logging.getLogger("pageindex")
+
+
+class KernelsMissing(ImportError):
+    """PAGEINDEX_SCAN_KERNEL=compiled, but the compiled kernels do not load here."""
 
 
 def compiled(name: str = "kernels") -> ModuleType | None:
-    """The compiled module pageindex.scan.`name`, or None for the Python and Arrow code. Read on
-    every call, so a test can set the variable; numba is imported on the first call that could
-    use it."""
+    """The compiled module pageindex.scan.`name`, or None for the Python and Arrow code. The
+    variable is read on every call, so a test can set it."""
     choice = _choice(_RAW.get(_KEY) if _RAW is not None else os.environ.get(ENV))
-    if choice == ARROW or (choice == AUTO and UNSAVED.is_set()):
+    if choice == ARROW:
         return None
     module = _import(name)
-    if module is None and choice == NUMBA:
-        raise ValueError(f"{ENV}={NUMBA} but numba is not installed (pip install 'pageindex[fast]')")
+    if module is None and choice == COMPILED:
+        raise KernelsMissing(f"{ENV}={COMPILED} but the compiled kernels do not load: {missing()}")
     return module
+
+
+def path() -> str:
+    """The path this process's scan takes with the variable as it is: compiled or arrow."""
+    return COMPILED if all(compiled(name) is not None for name in MODULES) else ARROW
+
+
+def missing() -> str | None:
+    """Why the compiled kernels do not load in this process (None when they all do)."""
+    for name in MODULES:
+        if _import(name) is None:
+            return _failure(name)
+    return None
 
 
 # The environment as the OS holds it: os.environ.get decodes the key and the value on every call,
@@ -44,32 +61,27 @@ def _choice(raw: str | bytes | None) -> str:
     if isinstance(raw, bytes):
         raw = os.environ.decodevalue(raw)
     choice = (raw or AUTO).strip().lower() or AUTO
-    if choice not in (AUTO, ARROW, NUMBA):
-        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {NUMBA!r}, not {choice!r}")
+    if choice not in (AUTO, ARROW, COMPILED):
+        raise ValueError(f"{ENV} must be {AUTO!r}, {ARROW!r} or {COMPILED!r}, not {choice!r}")
     return choice
+
+
+_FAILURES: dict[str, str] = {}
 
 
 @functools.cache
 def _import(name: str) -> ModuleType | None:
     try:
         return importlib.import_module(f"pageindex.scan.{name}")
-    except ImportError:
-        return None
-    except RuntimeError as err:
-        # numba refuses cache=True without a writable cache directory: the Python code gives the same bytes.
-        if not UNSAVED.is_set():
-            UNSAVED.set()
-            warnings.warn(f"page bounds fall back to Arrow's decode (page headers to Python): {err}; "
-                          "set NUMBA_CACHE_DIR to a writable directory to use the compiled kernels",
-                          RuntimeWarning, stacklevel=3)
+    except ImportError as err:
+        # A source tree never built, or a wheel for another platform: Arrow's decode gives the
+        # same bytes at 2-3x the CPU. Said once per process, whichever module is missed first.
+        _FAILURES[name] = f"{type(err).__name__}: {err}"
+        if len(_FAILURES) == 1:
+            log.warning("pageindex: the compiled kernels do not load (%s); page bounds come from "
+                        "Arrow's decode: the same index, at 2-3x the CPU", _FAILURES[name])
         return None
 
 
-def unsaved(err: OSError) -> None:
-    """numba could not save code it just compiled (an OSError from a kernel's first call on
-    bytes in memory): the Python and Arrow code from now on, which give the same bytes."""
-    if not UNSAVED.is_set():
-        UNSAVED.set()
-        warnings.warn(f"page bounds fall back to Arrow's decode (page headers to Python): numba cannot "
-                      f"save compiled code ({err}); give the process a writable XDG_CACHE_HOME or "
-                      "NUMBA_CACHE_DIR", RuntimeWarning, stacklevel=3)
+def _failure(name: str) -> str:
+    return _FAILURES.get(name, "not imported")

@@ -2,9 +2,9 @@
 each page's least and greatest value from PLAIN values or dictionary indices, no values decoded.
 
 DELTA_* and BYTE_STREAM_SPLIT pages are decoded a page at a time by pageindex.scan.delta_values.
-The compiled kernels (pageindex.scan.kernels, numba) do the streams; without numba, or for any
-chunk or page this path does not read, the caller decodes the chunk with Arrow instead.
-PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =numba insists on the kernels.
+The compiled kernels (pageindex.scan.kernels, built into the wheel) do the streams; where they
+cannot load, or for any chunk or page this path does not read, the caller decodes the chunk with
+Arrow instead. PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =compiled insists on them.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pageindex.format.parquet_thrift import (
     Type,
 )
 # ENV and the choices stay importable from here (tests, the bench and users' scripts name them so).
-from pageindex.scan.compiled import ARROW, AUTO, ENV, NUMBA, compiled, unsaved  # noqa: F401
+from pageindex.scan.compiled import ARROW, AUTO, COMPILED, ENV, compiled  # noqa: F401
 from pageindex.scan import delta_values
 from pageindex.scan.page_levels import needs_level_decoding
 from pageindex.scan.page_walk import DICTIONARY_ENCODINGS, ChunkPages, Page
@@ -85,11 +85,6 @@ def page_extrema(chunk: ChunkMeta, order: Order, pages: ChunkPages) -> PageExtre
     except (MalformedFileError, Unread, MemoryError):
         # MemoryError: a header claiming a page far bigger than its bytes could hold; Arrow's
         # decode of the chunk reports it as what it is.
-        return None
-    except OSError as err:
-        # The pages are in memory: an OSError here is numba saving a kernel it just compiled to
-        # a cache directory it cannot write. Arrow's decode gives the same bytes, from now on.
-        unsaved(err)
         return None
 
 

@@ -16,7 +16,7 @@ from pageindex.errors import MalformedFileError
 from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import Encoding, PageType
-from pageindex.scan.compiled import compiled, unsaved
+from pageindex.scan.compiled import compiled
 from pageindex.scan.encoded import PageBodies, PageExtrema, Scanner, Unread, kernels
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages, Page
@@ -56,9 +56,6 @@ def _unless_unread(run: Callable[[], T]) -> T | None:
     try:
         return run()
     except (MalformedFileError, Unread, MemoryError):
-        return None
-    except OSError as err:  # numba could not save a kernel it compiled (as in scan.encoded)
-        unsaved(err)
         return None
 
 

@@ -23,7 +23,7 @@ from pageindex.format.parquet_thrift import (
 )
 from pageindex.format.thrift import Struct, decode_struct
 from pageindex.io.storage import Source, StoredRange
-from pageindex.scan.compiled import compiled, unsaved
+from pageindex.scan.compiled import compiled
 
 # One page may not claim more than this many uncompressed bytes (guards allocation).
 MAX_PAGE_BYTES = 1 << 31
@@ -240,15 +240,11 @@ class _ChunkReader:
             return None
         buf = np.frombuffer(self.data, np.uint8)
         rows = np.empty((16, walker.COLUMNS), np.int64)
-        try:
-            while True:
-                n, end, status = walker.walk(buf, chunk.num_values, rows)
-                if status != walker.FULL:
-                    break
-                rows = np.empty((len(rows) * 8, walker.COLUMNS), np.int64)
-        except OSError as err:  # numba saving what it compiled to a cache it cannot write
-            unsaved(err)
-            return None
+        while True:
+            n, end, status = walker.walk(buf, chunk.num_values, rows)
+            if status != walker.FULL:
+                break
+            rows = np.empty((len(rows) * 8, walker.COLUMNS), np.int64)
         if status:
             return None
         dictionary, pages = _pages_of(rows[:n].tolist(), self.data, self.start, walker)

@@ -52,9 +52,9 @@ def indexes(path: str, choice: str, truncate_length: int = 64, threads: int = 1)
 
 def both_paths(path: str, truncate_length: int = 64) -> BothPaths:
     arrow = indexes(path, encoded.ARROW, truncate_length)
-    kernels = indexes(path, encoded.NUMBA, truncate_length)
+    kernels = indexes(path, encoded.COMPILED, truncate_length)
     read = planned = 0
-    with scan_kernel(encoded.NUMBA):
+    with scan_kernel(encoded.COMPILED):
         source = open_source(str(path))
         try:
             footer = read_footer(source)

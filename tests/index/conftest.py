@@ -6,14 +6,12 @@ from types import ModuleType
 import pytest
 
 from pageindex.index.bloom import hashing
-from pageindex.index.bloom.path import ENV, NUMBA, NUMPY, kernel
+from pageindex.index.bloom.path import COMPILED, ENV, NUMPY, kernel
 
 
-@pytest.fixture(params=[NUMPY, NUMBA])
+@pytest.fixture(params=[NUMPY, COMPILED])
 def bloom_path(request, monkeypatch) -> str:
-    """Forces one path for the test (PAGEINDEX_BLOOM_KERNEL); the compiled one needs numba."""
-    if request.param == NUMBA:
-        pytest.importorskip("numba")
+    """Forces one path for the test (PAGEINDEX_BLOOM_KERNEL)."""
     monkeypatch.setenv(ENV, request.param)
     return request.param
 

@@ -137,7 +137,6 @@ def test_nested_columns_take_bounds_from_headers_and_rows_from_levels(tmp_path, 
 def test_nested_levels_are_counted_by_the_level_kernel(tmp_path, monkeypatch, version):
     """Where the level kernel is there, a trusted nested chunk's levels are counted by it, not
     decoded by Arrow: the same index bytes as the decode gives (PAGEINDEX_SCAN_KERNEL=arrow)."""
-    pytest.importorskip("numba")
     path = _file(tmp_path, NESTED, data_page_version=version, compression="snappy")
     with scan_kernel(encoded.ARROW):
         pageindex.retrofit(str(path), str(tmp_path / "decoded.parquet"), trust_page_stats=True)
@@ -146,7 +145,7 @@ def test_nested_levels_are_counted_by_the_level_kernel(tmp_path, monkeypatch, ve
         raise AssertionError("levels decoded by Arrow")
 
     monkeypatch.setattr(page_stats, "nested_levels", refuse)
-    with scan_kernel(encoded.NUMBA):
+    with scan_kernel(encoded.COMPILED):
         fast = pageindex.retrofit(str(path), str(tmp_path / "counted.parquet"), trust_page_stats=True)
     assert {c.source for c in fast.chunks} == {"page_stats"}
     assert (tmp_path / "counted.parquet").read_bytes() == (tmp_path / "decoded.parquet").read_bytes()

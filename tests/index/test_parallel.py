@@ -19,7 +19,7 @@ from tests.helpers.corpus import corpus_path, corpus_rows
 from tests.helpers.writers import pyarrow_each
 from tests.scan.test_encoded import WRITES, _table
 
-PATHS = [encoded.ARROW, encoded.NUMBA]
+PATHS = [encoded.ARROW, encoded.COMPILED]
 
 
 @pytest.fixture
@@ -66,8 +66,8 @@ def test_two_threads_write_the_bytes_one_writes(matrix, name, choice, chunk_per_
 def test_trusted_page_stats_mixed_with_scans(matrix, name, chunk_per_task, tmp_path):
     """Header statistics read on the calling thread between the pool's scans (floats are scanned)."""
     options = dict(trust_page_stats=True)
-    one = _written(matrix[name], tmp_path / "one.parquet", encoded.NUMBA, 1, **options)
-    assert _written(matrix[name], tmp_path / "two.parquet", encoded.NUMBA, 2, **options) == one
+    one = _written(matrix[name], tmp_path / "one.parquet", encoded.COMPILED, 1, **options)
+    assert _written(matrix[name], tmp_path / "two.parquet", encoded.COMPILED, 2, **options) == one
 
 
 def test_default_runs_keep_small_chunks_together(matrix, small_chunks_too, tmp_path):

@@ -18,7 +18,6 @@ from pageindex.io.storage import open_source
 from pageindex.retrofit import retrofit
 from tests.helpers.strip import strip_page_index
 
-pytest.importorskip("numba")
 
 ROWS = 600
 ROW_GROUP = 200

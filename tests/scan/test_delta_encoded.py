@@ -24,7 +24,6 @@ from tests.helpers.corpus import corpus_path
 from tests.helpers.fuzz_mutations import varint
 from tests.helpers.writers import pyarrow_each
 
-pytest.importorskip("numba")
 dk = pytest.importorskip("pageindex.scan.delta_kernels")
 
 ROWS = 3000
@@ -130,7 +129,7 @@ def test_byte_streams_against_numpy(dtype):
 
 def _sections(path: Path, column: int = 0) -> list[tuple[np.ndarray, int]]:
     """Each page's values section (a copy) and defined values, of the file's first chunk of `column`."""
-    with scan_kernel(encoded.NUMBA):
+    with scan_kernel(encoded.COMPILED):
         source = open_source(str(path))
         footer = read_footer(source)
         planned = plan_chunks(footer, trust_page_stats=False)[0][column]
@@ -253,8 +252,8 @@ def test_delta_pages_never_reach_arrow(written, monkeypatch):
 
     monkeypatch.setattr(chunk_scan, "decode_sections", refuse)
     monkeypatch.setattr(chunk_scan, "decode", refuse)
-    assert indexes(path, encoded.NUMBA) == reference
-    assert indexes(path, encoded.NUMBA, threads=2) == reference  # the kernels release the GIL
+    assert indexes(path, encoded.COMPILED) == reference
+    assert indexes(path, encoded.COMPILED, threads=2) == reference  # the kernels release the GIL
 
 
 def test_nan_and_signed_zeros(tmp_path):
@@ -298,9 +297,9 @@ def test_damaged_pages_same_outcome(tmp_path, column):
             damaged[at] = int(rng.integers(0, 256))
         path = tmp_path / f"damaged{trial}.parquet"
         path.write_bytes(bytes(damaged))
-        numba, arrow = _outcome(path, encoded.NUMBA), _outcome(path, encoded.ARROW)
-        assert numba == arrow, trial
-        differ += numba != _outcome(base, encoded.ARROW)
+        kernels, arrow = _outcome(path, encoded.COMPILED), _outcome(path, encoded.ARROW)
+        assert kernels == arrow, trial
+        differ += kernels != _outcome(base, encoded.ARROW)
     assert differ > 5
 
 
@@ -316,7 +315,7 @@ def test_bad_width_goes_to_arrow(tmp_path):
     assert data[at + header] <= 64
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(data[:at + header] + bytes([65]) + data[at + header + 1:])
-    both_outcomes = _outcome(bad, encoded.NUMBA), _outcome(bad, encoded.ARROW)
+    both_outcomes = _outcome(bad, encoded.COMPILED), _outcome(bad, encoded.ARROW)
     assert both_outcomes[0] == both_outcomes[1]
     (section, defined), = _sections(bad)
     assert delta_values.numbers(Encoding.DELTA_BINARY_PACKED, section, defined, np.dtype("<i8")) is None

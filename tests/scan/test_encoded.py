@@ -21,7 +21,6 @@ from tests.helpers.both_paths import indexes, same_on_both_paths, scan_kernel
 from tests.helpers.corpus import corpus_path, load_catalog
 from tests.helpers.writers import pyarrow_each
 
-pytest.importorskip("numba")
 
 ROWS = 3000
 
@@ -148,7 +147,7 @@ def test_without_the_kernels_nothing_is_read_encoded(written):
         assert not encoded.readable(chunk, Order(Kind.SIGNED))
         source.close()
     assert indexes(str(written["v1-dict-snappy"]), encoded.ARROW) == indexes(str(written["v1-dict-snappy"]),
-                                                                          encoded.NUMBA)
+                                                                          encoded.COMPILED)
 
 
 def test_bad_choice_is_refused():
@@ -170,7 +169,7 @@ _CORPUS = sorted({row["path"] for row in load_catalog() if row["path"].endswith(
 @pytest.mark.parametrize("relpath", _CORPUS)
 def test_corpus_same_index_bytes_or_same_error(relpath):
     path = corpus_path(relpath)
-    assert _outcome(path, encoded.NUMBA) == _outcome(path, encoded.ARROW)
+    assert _outcome(path, encoded.COMPILED) == _outcome(path, encoded.ARROW)
 
 
 def test_leaves_of_structs(tmp_path):

@@ -10,9 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip("numba")
 
-from pageindex.errors import PageIndexError  # noqa: E402 - numba first
+from pageindex.errors import PageIndexError
 from pageindex.format.footer import read_footer  # noqa: E402
 from pageindex.format.parquet_thrift import CompressionCodec, Encoding, PageType  # noqa: E402
 from pageindex.format.thrift import Field, Struct, T, TList, encode_struct  # noqa: E402
@@ -62,7 +61,7 @@ def _compiled_chunks(path) -> int:
 def _same_walks(path, **kwargs) -> list:
     with scan_kernel("arrow"):
         python = _walks(path, **kwargs)
-    with scan_kernel("numba"):
+    with scan_kernel("compiled"):
         compiled = _walks(path, **kwargs)
     assert compiled == python
     return compiled
@@ -138,7 +137,7 @@ def test_written_edge_cases(written, name):
 def test_windowed_and_unchecked_walks(written):
     """A windowed walk stays in Python; a walk without CRC checks equals the one with them."""
     path = written["v1-crc"]
-    with scan_kernel("numba"):
+    with scan_kernel("compiled"):
         walks = [[(w.dictionary, w.pages) for w in _walks(path, **kwargs)]
                  for kwargs in ({}, {"window": 4096}, {"verify_crc": False})]
     assert walks[0] == walks[1] == walks[2]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
 
-from pageindex.scan import kernels as k  # noqa: E402 - numba first
+from pageindex.scan import kernels as k
 from tests.helpers.fuzz_mutations import varint
 
 

@@ -24,7 +24,6 @@ from tests.helpers.hand_pages import with_only_chunk
 from tests.helpers.split_records import write_split_record_file
 from tests.helpers.writers import pyarrow_each
 
-pytest.importorskip("numba")
 level_kernels = pytest.importorskip("pageindex.scan.level_kernels")
 
 ROWS = 3000
@@ -170,7 +169,7 @@ def test_nested_chunks_never_reach_arrow(written, monkeypatch):
     monkeypatch.setattr(chunk_scan, "nested_levels", refuse)
     monkeypatch.setattr(chunk_scan, "decode_sections", refuse)
     monkeypatch.setattr(chunk_scan, "decode", refuse)
-    assert indexes(path, encoded.NUMBA) == reference
+    assert indexes(path, encoded.COMPILED) == reference
 
 
 def test_split_record_falls_back(tmp_path):
@@ -219,7 +218,7 @@ _NESTED = sorted(row["path"] for row in load_catalog() if row["nested"] and not 
 @pytest.mark.parametrize("relpath", _NESTED)
 def test_nested_corpus_same_index_bytes_or_same_error(relpath):
     path = corpus_path(relpath)
-    assert _outcome(path, encoded.NUMBA) == _outcome(path, encoded.ARROW)
+    assert _outcome(path, encoded.COMPILED) == _outcome(path, encoded.ARROW)
 
 
 @pytest.mark.parametrize("name", ["v1-plain-none", "v2-plain-none"])
@@ -241,7 +240,7 @@ def test_damaged_level_streams_same_outcome(written, name, tmp_path):
             damaged[at] = int(rng.integers(0, 256))
         path = tmp_path / f"damaged{trial}.parquet"
         path.write_bytes(bytes(damaged))
-        numba, arrow = _outcome(path, encoded.NUMBA), _outcome(path, encoded.ARROW)
-        assert numba == arrow, trial
-        differ += numba != _outcome(written[name], encoded.ARROW)
+        kernels, arrow = _outcome(path, encoded.COMPILED), _outcome(path, encoded.ARROW)
+        assert kernels == arrow, trial
+        differ += kernels != _outcome(written[name], encoded.ARROW)
     assert differ > 5  # the damage mattered: errors or other indexes

@@ -9,7 +9,6 @@ import pytest
 from bench.scan import kernel_figures
 from pageindex.scan import encoded
 
-pytest.importorskip("numba")
 
 
 @pytest.fixture
