@@ -1,6 +1,6 @@
 """The package as a platform installs it: an sdist and a wheel built from a copy of the sources, the
 wheel installed in a fresh venv and run from a directory with no checkout (entry points, the deploy
-kit, the job on a local file)."""
+kit, the job on a local file), and as `pip install pageindex` gives it: the compiled path."""
 from __future__ import annotations
 
 import email
@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pageindex.deploy import KIT
+from pageindex.scan.compiled import MODULES
 from pageindex.version import __version__
+from tests.helpers.both_paths import scan_kernel
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.side_venv import SideVenv
 
@@ -76,6 +78,18 @@ def venv(dist, tmp_path_factory) -> Path:
     return where
 
 
+@pytest.fixture(scope="module")
+def default_install(dist, tmp_path_factory) -> Path:
+    """A fresh venv where pip installed the wheel as a user's `pip install pageindex` does: no
+    extra, its dependencies resolved by pip from the package index (or its cache)."""
+    where = tmp_path_factory.mktemp("default") / "v"
+    run([sys.executable, "-m", "venv", where], cwd=where.parent)
+    wheel = next(dist.glob("*.whl"))
+    run([where / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "--quiet", wheel],
+        cwd=where.parent, env=clean_env(where), timeout=900)
+    return where
+
+
 def clean_env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -94,7 +108,10 @@ def test_sdist_holds_sources_license_and_deploy_files(dist):
 
 def test_wheel_metadata_and_contents(dist):
     wheel = next(dist.glob("*.whl"))
-    assert wheel.name == f"pageindex-{__version__}-py3-none-any.whl"
+    # A platform wheel: the compiled kernels are machine code for this Python and platform.
+    tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    abi = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert wheel.name == f"pageindex-{__version__}-{abi}-{abi}-{tag}.whl"
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         meta = email.message_from_bytes(zf.read(f"pageindex-{__version__}.dist-info/METADATA"))
@@ -102,11 +119,17 @@ def test_wheel_metadata_and_contents(dist):
         for rel in KIT:  # the deploy files as they are in the repository, byte for byte
             assert zf.read(f"pageindex/_deploy/{rel}") == (REPO_ROOT / rel).read_bytes(), rel
     assert "pageindex/py.typed" in names
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for module in (*(f"pageindex/scan/{m}" for m in MODULES), "pageindex/index/bloom/kernel"):
+        assert module + suffix in names, module  # built, and nothing of it compiled at run time
+        assert module + ".pyx" not in names and module + ".c" not in names, module
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert meta["License-Expression"] == "Apache-2.0"
     assert meta["Version"] == __version__
     requires = meta.get_all("Requires-Dist")
     assert 'pyspark>=4.3; extra == "spark"' in requires
+    assert "cramjam>=2.8" in requires  # the fast decompressors come with every install
+    assert not any(r.startswith(("numba", "llvmlite")) for r in requires), requires
     assert {e for e in meta.get_all("Provides-Extra")} >= {"spark", "fast", "delta", "iceberg", "test", "docs"}
     assert not any(n.startswith(("tests/", "bench/", "jobs/", "deploy/")) for n in names)
 
@@ -165,3 +188,36 @@ def test_job_from_the_wheel_indexes_a_local_file(venv, tmp_path):
     marker = after.metadata[b"pageindex"].decode()
     assert marker.startswith(f"version={__version__};"), marker
     assert pq.read_table(data).column("id").to_pylist() == list(range(50_000))
+
+
+DEFAULT_RUN = """
+import sys
+import pageindex
+from pageindex.scan.compiled import missing, path
+from pageindex.index.bloom.path import kernel
+result = pageindex.retrofit(sys.argv[1], sys.argv[2], bloom_filter="id")
+print(result.status, path(), kernel() is not None, missing())
+"""
+
+
+def test_the_default_install_runs_the_compiled_path(default_install, tmp_path):
+    """`pip install pageindex`, no extra: the scan and the bloom filters run compiled (no numba,
+    no compiler at run time), and the index bytes are those of the fallback path, which this
+    checkout's Arrow path writes."""
+    source = tmp_path / "legacy.parquet"
+    table = pa.table({"id": pa.array(range(60_000), pa.int64()),
+                      "name": pa.array([f"user-{i % 997:04d}" for i in range(60_000)]),
+                      "score": pa.array([None if i % 11 == 0 else i * 0.5 for i in range(60_000)])})
+    pq.write_table(table, source, write_page_index=False, data_page_size=4096, compression="snappy")
+    env = {k: v for k, v in clean_env(default_install).items() if not k.startswith("PAGEINDEX_")}
+    out = run([default_install / "bin" / "python", "-c", DEFAULT_RUN, source, tmp_path / "compiled.parquet"],
+              cwd=tmp_path, env=env)
+    assert out.split()[-4:] == ["indexed", "compiled", "True", "None"], out
+    listed = run([default_install / "bin" / "python", "-m", "pip", "list", "--format=freeze"],
+                 cwd=tmp_path, env=env).lower()
+    assert "numba" not in listed and "llvmlite" not in listed and "cramjam" in listed, listed
+    with scan_kernel("arrow"):
+        import pageindex
+
+        assert pageindex.retrofit(str(source), str(tmp_path / "fallback.parquet"), bloom_filter="id").status == "indexed"
+    assert (tmp_path / "compiled.parquet").read_bytes() == (tmp_path / "fallback.parquet").read_bytes()
