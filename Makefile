@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.pageindex-installed
 
-.PHONY: env test test-fast run bench bench-quick docs docs-serve clean distclean check-java
+.PHONY: env bench-env test test-fast run bench bench-quick docs docs-serve clean distclean check-java
 
 env: $(STAMP)
 
@@ -45,14 +45,36 @@ check-java:
 run: env check-java
 	$(PY) jobs/demo.py
 
+# The benchmark measures the install users get: pageindex from its wheel with no extra (`pip install .`,
+# the compiled kernels built in), in a venv of its own beside the tools it is compared with and the
+# servers it starts. PYTHONSAFEPATH keeps the checkout's pageindex/ off sys.path; bench/ and tests/
+# (its helpers) are found through a folder that links only those two.
+BENCH_VENV  := .venv-bench
+BENCH_PY    := $(BENCH_VENV)/bin/python
+BENCH_STAMP := $(BENCH_VENV)/.pageindex-installed
+BENCH_TOOLS := pyspark==4.3.0 pyarrow==26.0.1 'moto[server]' boto3 datafusion duckdb deltalake pytest
+BENCH_RUN   := PYTHONSAFEPATH=1 PYTHONPATH=$(CURDIR)/$(BENCH_VENV)/src $(BENCH_PY)
+
+bench-env: $(BENCH_STAMP)
+
+$(BENCH_STAMP): pyproject.toml setup.py $(KERNELS) $(shell find pageindex -name '*.py')
+	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+	$(BENCH_PY) -m pip install --quiet --force-reinstall --no-deps .
+	$(BENCH_PY) -m pip install --quiet . $(BENCH_TOOLS)
+	mkdir -p $(BENCH_VENV)/src
+	ln -sfn $(CURDIR)/bench $(BENCH_VENV)/src/bench
+	ln -sfn $(CURDIR)/tests $(BENCH_VENV)/src/tests
+	touch $(BENCH_STAMP)
+
 # BENCH_ARGS: more options, e.g. BENCH_ARGS='--reflink-dir /mnt/xfs' (see bench/README.md).
 # bench.charts draws docs/img/*.svg from the RESULTS.md the run just wrote.
-bench: env
-	$(PY) -m bench.run $(BENCH_ARGS)
-	$(PY) -m bench.charts
+bench: bench-env
+	$(BENCH_RUN) -m bench.run $(BENCH_ARGS)
+	$(BENCH_RUN) -m bench.charts
 
-bench-quick: env
-	$(PY) -m bench.run --quick
+bench-quick: bench-env
+	$(BENCH_RUN) -m bench.run --quick
 
 # The documentation site (mkdocs.yml, docs/) into site/; docs-serve previews it while you edit.
 docs: env

@@ -10,7 +10,7 @@ import datetime
 import json
 from pathlib import Path
 
-from bench import planning
+from bench import cold_start, planning
 
 MB = 1e6
 MiB = 1 << 20
@@ -262,12 +262,13 @@ def _facts_table(f: dict, results: dict) -> list[str]:
                        ("loadavg_start", "load average at start"), ("loadavg_end", "load average at end"),
                        ("python", "Python"), ("pyarrow", "pyarrow"), ("pyspark", "PySpark"),
                        ("java", "Java"), ("datafusion", "DataFusion"), ("duckdb", "DuckDB"),
-                       ("pageindex", "pageindex"), ("git", "git commit")):
+                       ("pageindex", "pageindex"), ("install", "pageindex installed as"),
+                       ("git", "git commit")):
         value = f.get(key)
         if isinstance(value, (list, tuple)):
             value = " / ".join(f"{v:.2f}" for v in value)
         if key == "command":
-            value = f"`{value}` (run from the repository root with .venv/bin/python)"
+            value = f"`{value}` (run by `make bench` from the repository root with .venv-bench/bin/python)"
         lines.append(f"| {label} | {value} |")
     if sp:
         lines.append(f"| Spark session start (JVM + SparkSession, local[1]) | {sp['jvm_start']:.1f} s "
@@ -732,6 +733,9 @@ def render(results: dict) -> tuple[str, str]:
 
     if results.get("planning"):
         out += planning.section(results["planning"])
+
+    if results.get("cold_start"):
+        out += ["## Cold start", "", cold_start.report("Spark-like file, exact dry run", results["cold_start"])]
 
     rows = checks(results)
     out += [TARGETS_HEADING, "",

@@ -7,7 +7,9 @@ cp, cp+fsync, pyarrow read_table). Repetitions are interleaved (round 1: every t
 dataset, then round 2, ...) and medians reported. Then query effects before/after retrofit
 (Spark, DataFusion, pageindex lookup), index sizes, (full run only) scale cases, the object-store
 part (bench.objstore, --no-objstore skips it), the bloom filter part (bench.bloom, --no-bloom) and the
-planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning).
+planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning) and the cold
+start (bench.cold_start: a fresh process's first file against a warm one's, --no-cold-start).
+`make bench` runs all of it on the install users get: pageindex from its wheel, no extra.
 
 Results: bench/RESULTS.md (full) or bench/RESULTS-quick.md (--quick); raw numbers in
 bench/out/results[-quick].json.
@@ -34,6 +36,7 @@ from bench import datasets as D
 from bench import measure as M
 from bench import report
 from bench import scale as S
+from pageindex.scan.compiled import path as scan_path
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
@@ -74,6 +77,7 @@ class Config:
     bloom: bool = True
     planning: bool = True
     queries_only: bool = False
+    cold_start: bool = True
 
 
 def parse_size(text: str) -> int:
@@ -101,6 +105,8 @@ def config(argv: list[str] | None) -> Config:
                    help="skip the object-store part (bench.objstore: moto behind a 20 ms proxy)")
     p.add_argument("--no-bloom", action="store_true",
                    help="skip the bloom filter part (bench.bloom: cost of filters and what they prune)")
+    p.add_argument("--no-cold-start", action="store_true",
+                   help="skip the cold start part (bench.cold_start: a fresh process's first file)")
     p.add_argument("--no-planning", action="store_true",
                    help="skip the planning part (bench.planning: the job's driver for 10^5-10^6 files)")
     p.add_argument("--scale", choices=("auto", "yes", "no", "only"), default="auto",
@@ -134,7 +140,8 @@ def config(argv: list[str] | None) -> Config:
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
-                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning, a.queries_only)
+                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning, a.queries_only,
+                  not a.no_cold_start)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -210,8 +217,18 @@ def machine_facts(cfg: Config) -> dict:
         "pyspark": spark_version, "datafusion": datafusion.__version__, "duckdb": duck,
         "java": java if isinstance(java, str) else " ".join(java),
         "pageindex": pageindex.__version__,
+        "install": f"{_install_kind()}; scan path {scan_path()}",
         "git": _cmd(["git", "rev-parse", "--short", "HEAD"]) + (" (+ uncommitted changes)" if dirty else ""),
     }
+
+
+def _install_kind() -> str:
+    """How the measured pageindex is installed: a wheel in site-packages (what `make bench` runs)
+    or a checkout (an editable install or the working directory on sys.path)."""
+    import pageindex
+
+    where = Path(pageindex.__file__).resolve()
+    return "from its wheel, no extra" if "site-packages" in where.parts else f"a checkout ({where.parent})"
 
 
 # ---- Spark -------------------------------------------------------------------------------------
@@ -567,6 +584,13 @@ def run_planning(cfg: Config) -> dict | None:
     return _run_part("planning", "planning", ["--files", sizes])
 
 
+def run_cold_start(cfg: Config) -> dict | None:
+    """bench.cold_start in its own process (a 20 MB file in --quick, else 100 MB)."""
+    size = "20" if cfg.quick else "100"
+    log(f"cold start: bench.cold_start, Spark-like {size} MB")
+    return _run_part("cold start", "cold_start", ["--size", size, "--cpus", cfg.cpus or ""])
+
+
 def _run_part(what: str, module: str, args: list[str]) -> dict | None:
     """`python -m bench.<module> ARGS --json FILE`'s results, or None if it failed."""
     out = OUT / f"{module}.json"
@@ -733,6 +757,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["planning"] = run_planning(cfg)
         results["timings"]["planning"] = time.monotonic() - started
+
+    if cfg.cold_start:
+        started = time.monotonic()
+        results["cold_start"] = run_cold_start(cfg)
+        results["timings"]["cold_start"] = time.monotonic() - started
 
     for ds in dsets:  # keep bench/out small: outputs were only needed for sizes and queries
         for suffix in (".retrofit.parquet", ".retrofit_trust.parquet", ".pa_rewrite.parquet"):
