@@ -255,7 +255,7 @@ def test_crafted_headers(tmp_path, template, name):
                                 codec=CompressionCodec.UNCOMPRESSED)
     limit = 4 + len(body) + (64 if name == "page past the chunk" else 0)
     walked = []
-    for choice in ("arrow", "numba"):
+    for choice in ("arrow", "compiled"):
         with scan_kernel(choice), open_source(str(path)) as s:
             try:
                 walked.append(walk_chunk(s, chunk, limit))
