@@ -43,9 +43,17 @@ cdef enum:
 cdef enum:
     NO = -1  # a position: the bytes are not read here (fall back)
 
-cdef int64_t MAX_PAGE_BYTES = 1 << 31  # as page_walk.MAX_PAGE_BYTES
-cdef int64_t I32_MIN = -(1 << 31), I32_MAX = (1 << 31) - 1
-cdef int64_t I16_MIN = -(1 << 15), I16_MAX = (1 << 15) - 1
+# Constants the C compiler sees (a cdef global is a variable it must load).
+cdef enum:
+    I32_MIN = -0x7FFFFFFF - 1
+    I32_MAX = 0x7FFFFFFF
+    I16_MIN = -0x8000
+    I16_MAX = 0x7FFF
+cdef extern from *:
+    """
+    #define HEADER_KERNEL_MAX_PAGE_BYTES (((int64_t)1) << 31)  /* as page_walk.MAX_PAGE_BYTES */
+    """
+    const int64_t MAX_PAGE_BYTES "HEADER_KERNEL_MAX_PAGE_BYTES"
 
 FALLBACK, FULL = C_FALLBACK, C_FULL
 (OFFSET, HEADER_SIZE, KIND, COMPRESSED, UNCOMPRESSED, NUM_VALUES, NUM_ROWS, NUM_NULLS, DEF_SIZE,
