@@ -234,6 +234,9 @@ CRAFTED = {
                                       _sub(8, _i(1, 5), _i(2, 6), _i(3, 5), _i(5, 0), _i(6, 0))) + BODY], 5, False),
     "too few values": ([_v1(4, BODY)], 5, False),
     "too many values": ([_v1(6, BODY)], 5, False),
+    "i64 of ten bytes": ([_v1(5, BODY, Field(9, T.I64, 1 << 62))], 5, False),
+    "binary past the chunk": ([_h(_i(1, 0), _i(2, 40), _i(3, 40), _sub(5, _i(1, 5)))[:-1] + b"\x48\x7f\x00"
+                               + BODY], 5, False),
     "negative size": ([b"\x15\x00\x15\x01\x15\x50\x2c\x15\x0a\x00\x00" + BODY], 5, False),
     "i32 varint too long": ([b"\x15\x00\x15\x80\x80\x80\x80\x10\x15\x50\x2c\x15\x0a\x00\x00" + BODY], 5, False),
     "header cut off": ([b"\x15\x00\x15\x50\x15"], 5, False),
@@ -255,7 +258,7 @@ def test_crafted_headers(tmp_path, template, name):
                                 codec=CompressionCodec.UNCOMPRESSED)
     limit = 4 + len(body) + (64 if name == "page past the chunk" else 0)
     walked = []
-    for choice in ("arrow", "numba"):
+    for choice in ("arrow", "compiled"):
         with scan_kernel(choice), open_source(str(path)) as s:
             try:
                 walked.append(walk_chunk(s, chunk, limit))
@@ -274,3 +277,20 @@ def test_many_pages():
     """40,000 pages in one chunk: the rows array grows until they fit."""
     path = next(corpus_path(r) for r in corpus_rows("candidate") if "overflow_i16" in r["path"])
     assert len(_same_walks(path)[0].pages) > 30_000
+
+
+def test_rows_full_exactly():
+    """As many rows as pages is enough; one fewer says FULL at the page that did not fit."""
+    pages = [DICTIONARY] + [_v1(1, BODY[:8]) for _ in range(5)]
+    buf = np.frombuffer(b"".join(pages), np.uint8)
+    rows = np.full((6, header_kernel.COLUMNS), -7, np.int64)
+    assert header_kernel.walk(buf, 5, rows) == (6, len(buf), 0)
+    assert rows[:, header_kernel.OFFSET].tolist() == [sum(map(len, pages[:i])) for i in range(6)]
+    assert rows[:, header_kernel.KIND].tolist() == [PageType.DICTIONARY_PAGE] + [PageType.DATA_PAGE] * 5
+    assert header_kernel.walk(buf, 5, rows[:5]) == (5, len(buf) - len(pages[-1]), header_kernel.FULL)
+    assert header_kernel.walk(buf, 5, rows[:0]) == (0, 0, header_kernel.FULL)
+
+
+def test_rows_too_narrow():
+    with pytest.raises(ValueError, match="columns"):
+        header_kernel.walk(np.frombuffer(_v1(5, BODY), np.uint8), 5, np.empty((4, 3), np.int64))
