@@ -7,7 +7,8 @@ cp, cp+fsync, pyarrow read_table). Repetitions are interleaved (round 1: every t
 dataset, then round 2, ...) and medians reported. Then query effects before/after retrofit
 (Spark, DataFusion, pageindex lookup), index sizes, (full run only) scale cases, the object-store
 part (bench.objstore, --no-objstore skips it), the bloom filter part (bench.bloom, --no-bloom) and the
-planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning).
+planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning) and what engines
+gain from the index (bench.engines, --no-engines).
 
 Results: bench/RESULTS.md (full) or bench/RESULTS-quick.md (--quick); raw numbers in
 bench/out/results[-quick].json.
@@ -34,6 +35,7 @@ from bench import datasets as D
 from bench import measure as M
 from bench import report
 from bench import scale as S
+from bench.engines import ROWS as ENGINE_ROWS
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
@@ -74,6 +76,7 @@ class Config:
     bloom: bool = True
     planning: bool = True
     queries_only: bool = False
+    engines: bool = True
 
 
 def parse_size(text: str) -> int:
@@ -103,6 +106,8 @@ def config(argv: list[str] | None) -> Config:
                    help="skip the bloom filter part (bench.bloom: cost of filters and what they prune)")
     p.add_argument("--no-planning", action="store_true",
                    help="skip the planning part (bench.planning: the job's driver for 10^5-10^6 files)")
+    p.add_argument("--no-engines", action="store_true",
+                   help="skip the engines part (bench.engines: what each engine reads before and after retrofit)")
     p.add_argument("--scale", choices=("auto", "yes", "no", "only"), default="auto",
                    help="scale cases: auto = full run only")
     p.add_argument("--scale-factor", type=float, default=1.0,
@@ -134,7 +139,8 @@ def config(argv: list[str] | None) -> Config:
                   scale, a.scale_factor, a.profile, a.query_reps or (1 if a.quick else 3),
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
-                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning, a.queries_only)
+                  a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning, a.queries_only,
+                  not a.no_engines)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -567,6 +573,13 @@ def run_planning(cfg: Config) -> dict | None:
     return _run_part("planning", "planning", ["--files", sizes])
 
 
+def run_engines(cfg: Config) -> dict | None:
+    """bench.engines in its own process (a fifth of its rows in --quick; Spark only with Spark)."""
+    rows = ENGINE_ROWS // 5 if cfg.quick else ENGINE_ROWS
+    log(f"engines: bench.engines, {rows:,} rows")
+    return _run_part("engines", "engines", ["--rows", str(rows), *([] if cfg.spark else ["--no-spark"])])
+
+
 def _run_part(what: str, module: str, args: list[str]) -> dict | None:
     """`python -m bench.<module> ARGS --json FILE`'s results, or None if it failed."""
     out = OUT / f"{module}.json"
@@ -733,6 +746,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["planning"] = run_planning(cfg)
         results["timings"]["planning"] = time.monotonic() - started
+
+    if cfg.engines:
+        started = time.monotonic()
+        results["engines"] = run_engines(cfg)
+        results["timings"]["engines"] = time.monotonic() - started
 
     for ds in dsets:  # keep bench/out small: outputs were only needed for sizes and queries
         for suffix in (".retrofit.parquet", ".retrofit_trust.parquet", ".pa_rewrite.parquet"):
