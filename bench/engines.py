@@ -24,7 +24,7 @@ from bench.engine_probes import ENGINES, answer, arrow_filter, probe, versions, 
 from bench.measure import ROOT
 from bench.report import fmt_bytes
 
-# 10 million rows take about an hour here (2 busy cores); a million, about 6 minutes.
+# 10 million rows would take about an hour on a busy 2-core machine; a million take about 8 minutes.
 ROWS = 1_000_000
 HEADING = "## What engines gain (bench.engines)"
 

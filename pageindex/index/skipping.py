@@ -20,7 +20,7 @@ class NoSkipping(StrEnum):
 
 
 # What is left to a user whose files skip no page, by reason.
-REMEDY = {
+REMEDY: dict[str, str] = {
     NoSkipping.ONE_PAGE: "row-group statistics still skip row groups, and bloom filters can too "
                          "(`--bloom-filter COLUMN` for columns looked up by value); to skip pages, "
                          "write smaller pages",
@@ -52,7 +52,9 @@ def skipping_advice(reason: NoSkipping | str | None, blooms: str = "",
             text += ("; no column here is ordered enough for a point lookup to skip most pages: "
                      "sort or cluster the data on the columns you filter by")
     else:
-        text = f"no page skipping: {reason}; {REMEDY[NoSkipping(reason)]}"
+        # a report from another version may give a reason this one has no remedy for
+        remedy = REMEDY.get(reason)
+        text = f"no page skipping: {reason}" + (f"; {remedy}" if remedy else "")
     if blooms:
         text += f"; {blooms} skip row groups on equality lookups"
     return text

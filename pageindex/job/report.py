@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pageindex.index.skipping import REMEDY, NoSkipping, skipping_advice
+from pageindex.index.skipping import REMEDY, skipping_advice
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status
 
@@ -249,7 +249,8 @@ def summary(records: Iterable[dict[str, Any]], seconds: float, title: str = "pag
                      f"{skipping_advice(None)}")
     for reason, n in t.no_skipping.most_common():
         lines.append(f"  {n} file{'s' if n > 1 else ''} gain{'' if n > 1 else 's'} no page skipping: {reason}")
-        lines.append(f"    {REMEDY[NoSkipping(reason)]}")
+        if reason in REMEDY:  # a report from another version may give a reason without one
+            lines.append(f"    {REMEDY[reason]}")
     lines += _by_reason(t.without, "chunks without ColumnIndex (OffsetIndex only), by reason:")
     lines += _by_reason(t.fallback, "chunks decoded exactly though page-header statistics were trusted, by reason:")
     if t.notes:  # e.g. a column named for a bloom filter that older files lack
