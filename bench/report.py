@@ -1,7 +1,7 @@
 """Render bench results (the dict bench.run collects) as RESULTS.md and a console summary.
 
-`python -m bench.report --bloom JSON --objstore JSON --planning JSON` puts a separate bench.bloom,
-bench.objstore or bench.planning run's section into RESULTS.md.
+`python -m bench.report --bloom JSON --objstore JSON --planning JSON --engines JSON` puts a separate
+bench.bloom, bench.objstore, bench.planning or bench.engines run's section into RESULTS.md.
 """
 from __future__ import annotations
 
@@ -737,6 +737,11 @@ def render(results: dict) -> tuple[str, str]:
     if results.get("cold_start"):
         out += ["## Cold start", "", cold_start.report("Spark-like file, exact dry run", results["cold_start"])]
 
+    if results.get("engines"):
+        from bench import engines  # here: bench.engines imports this module's formats
+
+        out += engines.section(results["engines"])
+
     rows = checks(results)
     out += [TARGETS_HEADING, "",
             "Verdicts on wall time (the targets as stated) and, for the speed targets, on CPU time, "
@@ -805,6 +810,16 @@ def splice_planning(text: str, section: dict, source: str) -> str:
     return _splice(text, planning.HEADING, lines, (TARGETS_HEADING,))
 
 
+def splice_engines(text: str, section: dict, source: str) -> str:
+    """RESULTS.md's text with its engines section replaced by `section`'s, marked as a separate run."""
+    from bench import engines  # here: bench.engines imports this module's formats
+
+    lines = engines.section(section)
+    lines[1:1] = ["", f"From a separate `{source}` on {datetime.date.today().isoformat()}, not the `make bench` "
+                  "run above."]
+    return _splice(text, engines.HEADING, lines, (TARGETS_HEADING,))
+
+
 def _splice(text: str, heading: str, lines: list[str], before: tuple[str, ...]) -> str:
     """`text` with the section under `heading` replaced by `lines` or, when it has none, `lines`
     inserted ahead of the first of the `before` headings found (else at the end): the full run's
@@ -823,10 +838,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bloom", type=Path, help="bench.bloom's --json output")
     parser.add_argument("--objstore", type=Path, help="bench.objstore's --json output")
     parser.add_argument("--planning", type=Path, help="bench.planning's --json output")
+    parser.add_argument("--engines", type=Path, help="bench.engines' --json output")
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
     args = parser.parse_args(argv)
-    if args.bloom is None and args.objstore is None and args.planning is None:
-        parser.error("give --bloom, --objstore or --planning (or several)")
+    if args.bloom is None and args.objstore is None and args.planning is None and args.engines is None:
+        parser.error("give --bloom, --objstore, --planning or --engines (or several)")
     text = args.results.read_text()
     if args.objstore is not None:
         text = splice_objstore(text, json.loads(args.objstore.read_text()), "python -m bench.objstore --rounds 3")
@@ -834,6 +850,8 @@ def main(argv: list[str] | None = None) -> None:
         text = splice_bloom(text, json.loads(args.bloom.read_text()), "python -m bench.bloom")
     if args.planning is not None:
         text = splice_planning(text, json.loads(args.planning.read_text()), "python -m bench.planning")
+    if args.engines is not None:
+        text = splice_engines(text, json.loads(args.engines.read_text()), "python -m bench.engines")
     args.results.write_text(text)
 
 

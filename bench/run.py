@@ -7,9 +7,10 @@ cp, cp+fsync, pyarrow read_table). Repetitions are interleaved (round 1: every t
 dataset, then round 2, ...) and medians reported. Then query effects before/after retrofit
 (Spark, DataFusion, pageindex lookup), index sizes, (full run only) scale cases, the object-store
 part (bench.objstore, --no-objstore skips it), the bloom filter part (bench.bloom, --no-bloom) and the
-planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning) and the cold
-start (bench.cold_start: a fresh process's first file against a warm one's, --no-cold-start).
-`make bench` runs all of it on the install users get: pageindex from its wheel, no extra.
+planning part (bench.planning: the job's driver for 10^5-10^6 files, --no-planning), what engines
+gain from the index (bench.engines, --no-engines) and the cold start (bench.cold_start: a fresh
+process's first file against a warm one's, --no-cold-start). `make bench` runs all of it on the
+install users get: pageindex from its wheel, no extra.
 
 Results: bench/RESULTS.md (full) or bench/RESULTS-quick.md (--quick); raw numbers in
 bench/out/results[-quick].json.
@@ -36,6 +37,7 @@ from bench import datasets as D
 from bench import measure as M
 from bench import report
 from bench import scale as S
+from bench.engines import ROWS as ENGINE_ROWS
 from pageindex.scan.compiled import path as scan_path
 
 BENCH = Path(__file__).resolve().parent
@@ -78,6 +80,7 @@ class Config:
     planning: bool = True
     queries_only: bool = False
     cold_start: bool = True
+    engines: bool = True
 
 
 def parse_size(text: str) -> int:
@@ -109,6 +112,8 @@ def config(argv: list[str] | None) -> Config:
                    help="skip the cold start part (bench.cold_start: a fresh process's first file)")
     p.add_argument("--no-planning", action="store_true",
                    help="skip the planning part (bench.planning: the job's driver for 10^5-10^6 files)")
+    p.add_argument("--no-engines", action="store_true",
+                   help="skip the engines part (bench.engines: what each engine reads before and after retrofit)")
     p.add_argument("--scale", choices=("auto", "yes", "no", "only"), default="auto",
                    help="scale cases: auto = full run only")
     p.add_argument("--scale-factor", type=float, default=1.0,
@@ -141,7 +146,7 @@ def config(argv: list[str] | None) -> Config:
                   results, OUT / f"results{suffix}.json",
                   "python -m bench.run " + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
                   a.reflink_dir, not a.no_objstore, not a.no_bloom, not a.no_planning, a.queries_only,
-                  not a.no_cold_start)
+                  not a.no_cold_start, not a.no_engines)
 
 
 def reflink_problem(directory: Path) -> str | None:
@@ -590,6 +595,12 @@ def run_cold_start(cfg: Config) -> dict | None:
     log(f"cold start: bench.cold_start, Spark-like {size} MB")
     return _run_part("cold start", "cold_start", ["--size", size, "--cpus", cfg.cpus or ""])
 
+def run_engines(cfg: Config) -> dict | None:
+    """bench.engines in its own process (a fifth of its rows in --quick; Spark only with Spark)."""
+    rows = ENGINE_ROWS // 5 if cfg.quick else ENGINE_ROWS
+    log(f"engines: bench.engines, {rows:,} rows")
+    return _run_part("engines", "engines", ["--rows", str(rows), *([] if cfg.spark else ["--no-spark"])])
+
 
 def _run_part(what: str, module: str, args: list[str]) -> dict | None:
     """`python -m bench.<module> ARGS --json FILE`'s results, or None if it failed."""
@@ -762,6 +773,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results["cold_start"] = run_cold_start(cfg)
         results["timings"]["cold_start"] = time.monotonic() - started
+
+    if cfg.engines:
+        started = time.monotonic()
+        results["engines"] = run_engines(cfg)
+        results["timings"]["engines"] = time.monotonic() - started
 
     for ds in dsets:  # keep bench/out small: outputs were only needed for sizes and queries
         for suffix in (".retrofit.parquet", ".retrofit_trust.parquet", ".pa_rewrite.parquet"):

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from pageindex.errors import PageIndexError
+from pageindex.index.skipping import skipping_advice
 from pageindex.job.report import format_size
 from pageindex.retrofit import Status
 
@@ -80,8 +81,9 @@ def describe(record: dict[str, Any]) -> str:
         + (f" and {record['copy_bytes_read']} to copy" if record["copy_bytes_read"] else "")
         + f" in {record['seconds']:.2f}s",
     ]
-    if record["no_page_skipping"]:
-        lines.append(f"  no page skipping: {record['no_page_skipping']} (the index cannot help readers here)")
+    if record["pages"]:  # the skipping the index allows, and what else can help
+        blooms = "its bloom filters" if record.get("bloom_filters") else ""
+        lines.append(f"  {skipping_advice(record['no_page_skipping'], blooms)}")
     for reason, count in sorted(record["without_column_index_reasons"].items()):
         lines.append(f"  no ColumnIndex for {count} chunk{'s' if count > 1 else ''}: {reason}")
     for reason, count in sorted(record["page_stats_fallback_reasons"].items()):

@@ -30,11 +30,15 @@ from pageindex.format.thrift import Struct
 from pageindex.index.kinds import comparable, render
 from pageindex.index.marker import MARKER_KEY, is_fully_indexed
 from pageindex.index.reader import ColumnIndexView, IndexBytes, read_bloom_filter, read_index_bytes, read_page_indexes
+from pageindex.index.skipping import no_page_skipping, skipping_advice
 from pageindex.index.soundness import structural_flaws, suspect_writer
 from pageindex.io.storage import Source, open_source
 from pageindex.scan.page_walk import walk_headers
 
 NO_INDEX = "none"  # FileView.index_state of a file without any page index
+# A column a point lookup reads at most this share of the pages of is "ordered" (sorted or clustered)
+# in what inspect says the file allows.
+ORDERED_SHARE = 0.25
 # ChunkView.statistics: min_value/max_value (what readers prune row groups on), or only the
 # deprecated min/max (ignored by readers for strings, and for every type once a column order is declared)
 STATS_VALUES, STATS_DEPRECATED = "min_value/max_value", "min/max (deprecated)"
@@ -158,7 +162,7 @@ class FileView:
             "path": self.path, "created_by": self.created_by, "num_rows": self.num_rows,
             "fully_indexed": self.fully_indexed, "indexed_by_pageindex": self.indexed_by,
             "index_state": self.index_state, "flaws": list(self.flaws), "suspect": self.suspect,
-            "skipping_power": self.skipping_power(),
+            "skipping_power": self.skipping_power(), "skipping": skipping_text(self) if self.chunks else None,
             "row_groups": [g.__dict__ for g in self.row_groups],
             "chunks": [
                 {**{k: v for k, v in c.__dict__.items() if k not in ("page_rows", "bloom_filter")},
@@ -294,6 +298,21 @@ def _point_lookup_fraction(chunk: ChunkMeta, ci: ColumnIndexView | None, declare
     return sum(overlaps) / len(overlaps) / n
 
 
+def skipping_text(view: FileView) -> str:
+    """The skipping the file allows readers, and what would add some, in a sentence: by pages on
+    its ordered columns (ORDERED_SHARE), or why not, and by the bloom filters it holds."""
+    filtered = sorted({c.column for c in view.chunks if c.bloom_filter is not None and not c.bloom_filter.error})
+    blooms = f"bloom filters on {', '.join(filtered)}" if filtered else ""
+    if view.index_state == NO_INDEX:
+        # What the file would allow once indexed: its pages are what they are.
+        reason = no_page_skipping((c.pages, True) for c in view.chunks)
+        return "no page index yet (`pageindex retrofit` adds one); then " + skipping_advice(reason, blooms)
+    ordered = [column for column, share in view.skipping_power().items()
+               if share is not None and share <= ORDERED_SHARE]
+    reason = no_page_skipping((c.pages, c.has_column_index) for c in view.chunks)
+    return skipping_advice(reason, blooms, ordered)
+
+
 def _num_rows(footer: Footer) -> int:
     return sum(footer.row_group_rows)
 
@@ -315,6 +334,8 @@ def format_text(view: FileView, max_pages: int = 20, summary: bool = False) -> s
                      "`pageindex retrofit` rebuilds it")
     elif view.index_state == "suspect":
         lines.append(f"  suspect: {view.suspect}; `pageindex verify` checks it against the data")
+    if view.chunks and not view.flaws:
+        lines.append(skipping_text(view))
     power = view.skipping_power()
     if any(v is not None for v in power.values()):
         lines.append("")

@@ -24,6 +24,7 @@ from pageindex.index.marker import is_fully_indexed, marker_value
 from pageindex.index.original import kept_prefix, with_moved_filters
 from pageindex.index.parallel import threads_option
 from pageindex.index.plan import ChunkPlan, plan_chunks
+from pageindex.index.skipping import NoSkipping, no_page_skipping
 from pageindex.index.soundness import Violation, structural_flaws, suspect_writer
 from pageindex.index.tail_writer import build_tail
 from pageindex.io.commit import (
@@ -59,14 +60,6 @@ class Status(StrEnum):
     UNCHANGED = "unchanged"
 
 
-class NoSkipping(StrEnum):
-    """Why a file's new index lets no reader skip a page: each chunk it helps must have a
-    ColumnIndex over more than one page."""
-
-    ONE_PAGE = "one data page per column chunk"
-    NO_COLUMN_INDEX = "no column chunk with several pages could have a ColumnIndex"
-
-
 @dataclass(frozen=True)
 class RetrofitResult:
     path: str
@@ -97,9 +90,7 @@ class RetrofitResult:
     def no_page_skipping(self) -> NoSkipping | None:
         """Why the index computed lets a reader skip no page, if it does not (None too when no
         index was computed)."""
-        if not self.chunks or any(c.column_index and c.pages > 1 for c in self.chunks):
-            return None
-        return NoSkipping.ONE_PAGE if all(c.pages <= 1 for c in self.chunks) else NoSkipping.NO_COLUMN_INDEX
+        return no_page_skipping((c.pages, c.column_index) for c in self.chunks)
 
     def counts(self) -> dict[str, Any]:
         """What the result's chunks and reads add up to: the fields a report record shares with

@@ -11,8 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pageindex.cli_output import describe
 from pageindex.format.thrift import Field, Struct, T
 from pageindex.index.fallback import Fallback
+from pageindex.inspection import format_text, inspect_file
 from pageindex.io.discovery import InputFile
 from pageindex.io.read_plan import ReadOptions
 from pageindex.job.process import JobOptions, process_to
@@ -83,7 +85,42 @@ def test_the_job_record_and_summary_count_files_without_page_skipping(tmp_path):
     many = _pyarrow_file(tmp_path / "many.parquet", data_page_size=1024)
     records = [_record(p, dry_run=True) for p in (duck, one, many)]
     assert [r["no_page_skipping"] for r in records] == ["one data page per column chunk"] * 2 + [None]
-    assert "  2 files gain no page skipping: one data page per column chunk" in summary(records, 1.0).splitlines()
+    lines = summary(records, 1.0).splitlines()
+    at = lines.index("  2 files gain no page skipping: one data page per column chunk")
+    assert lines[at + 1].startswith("    row-group statistics still skip row groups, and bloom filters can too "
+                                    "(`--bloom-filter COLUMN`")
+    assert ("  1 file allows page skipping: Spark, DataFusion and DuckDB skip pages on filters over sorted or "
+            "clustered columns") in lines
+
+
+def test_each_file_says_what_skipping_it_allows_and_what_else_helps(tmp_path):
+    """The CLI's block per file: pages where chunks have several, else what is left (bloom filters),
+    and the bloom filters it holds."""
+    duck = _duckdb_file(tmp_path / "duck.parquet")
+    many = _pyarrow_file(tmp_path / "many.parquet", data_page_size=1024)
+    said = {p.name: describe(_record(p, dry_run=True, bloom_filter="id")).splitlines() for p in (duck, many)}
+    assert ("  no page skipping: one data page per column chunk; row-group statistics still skip row groups, "
+            "and bloom filters can too (`--bloom-filter COLUMN` for columns looked up by value); to skip "
+            "pages, write smaller pages; its bloom filters skip row groups on equality lookups") in said["duck.parquet"]
+    assert ("  page skipping: Spark, DataFusion and DuckDB skip pages on filters over sorted or clustered "
+            "columns; its bloom filters skip row groups on equality lookups") in said["many.parquet"]
+
+
+def test_inspect_says_which_columns_skip_pages(tmp_path):
+    many = _pyarrow_file(tmp_path / "many.parquet", data_page_size=1024)
+    shuffled = tmp_path / "shuffled.parquet"
+    ids = np.random.default_rng(1).permutation(ROWS)
+    pq.write_table(pa.table({"id": ids, "s": pa.array([f"v{i:05d}" for i in ids])}), shuffled, data_page_size=1024)
+    assert format_text(inspect_file(str(many)), summary=True).splitlines()[4] == (
+        "no page index yet (`pageindex retrofit` adds one); then page skipping: Spark, DataFusion and DuckDB "
+        "skip pages on filters over sorted or clustered columns")
+    for path in (many, shuffled):
+        retrofit(str(path))
+    assert format_text(inspect_file(str(many)), summary=True).splitlines()[4].endswith(
+        "sorted or clustered columns (here: id, s)")
+    assert format_text(inspect_file(str(shuffled)), summary=True).splitlines()[4].endswith(
+        "no column here is ordered enough for a point lookup to skip most pages: sort or cluster the data on "
+        "the columns you filter by")
 
 
 # ---------------------------------------------------------------- --trust-page-stats fallbacks

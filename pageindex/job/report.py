@@ -11,6 +11,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pageindex.index.skipping import REMEDY, skipping_advice
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status
 
@@ -185,6 +186,7 @@ class _Tally:
         self.sizes: dict[str, int] = defaultdict(int)
         self.changed: Counter[str] = Counter()
         self.no_skipping: Counter[str] = Counter()
+        self.page_skipping = 0  # files written whose index lets readers skip pages
         self.without: Counter[str] = Counter()
         self.fallback: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
@@ -205,6 +207,8 @@ class _Tally:
             _add(self.changed, r.get("chunk_statistics", {}))
             if r["no_page_skipping"]:
                 self.no_skipping[r["no_page_skipping"]] += 1
+            elif r["pages"]:
+                self.page_skipping += 1
             _add(self.without, r["without_column_index_reasons"])
             _add(self.fallback, r["page_stats_fallback_reasons"])
         elif status in FAILURES:
@@ -240,8 +244,13 @@ def summary(records: Iterable[dict[str, Any]], seconds: float, title: str = "pag
     lines.append(f"    to index       {format_size(t.read - t.copied):>12}")
     lines.append(f"    to copy        {format_size(t.copied):>12}   (the unchanged prefix, for the commit; "
                  "0 where the store copies it)")
+    if t.page_skipping:
+        lines.append(f"  {t.page_skipping} {file_noun(t.page_skipping)} allow{'' if t.page_skipping > 1 else 's'} "
+                     f"{skipping_advice(None)}")
     for reason, n in t.no_skipping.most_common():
         lines.append(f"  {n} file{'s' if n > 1 else ''} gain{'' if n > 1 else 's'} no page skipping: {reason}")
+        if reason in REMEDY:  # a report from another version may give a reason without one
+            lines.append(f"    {REMEDY[reason]}")
     lines += _by_reason(t.without, "chunks without ColumnIndex (OffsetIndex only), by reason:")
     lines += _by_reason(t.fallback, "chunks decoded exactly though page-header statistics were trusted, by reason:")
     if t.notes:  # e.g. a column named for a bloom filter that older files lack

@@ -121,20 +121,25 @@ def datafusion_page_pruning(path: str | Path, sql_predicate: str, *, columns: st
     The metrics come from the executed plan (``DataFrame.execution_plan().collect_metrics()``
     after ``collect()``); ``datafusion_explain_analyze`` gives the same numbers as plan text.
     """
-    ctx = _context()
-    ctx.register_parquet("t", str(path))
-    df = ctx.sql(f"SELECT {columns} FROM t WHERE {sql_predicate}")
-    batches = df.collect()
-    result: dict[str, int] = {}
-    found = False
-    for desc, metric_set in df.execution_plan().collect_metrics():
-        if not desc.startswith("DataSourceExec") or "file_type=parquet" not in desc:
-            continue
-        found = True
-        for metric in metric_set.metrics():
-            _add_metric(result, metric.name, metric.value, repr(metric))
-    if not found or "page_index_pages_pruned_total" not in result:
+    batches, result = datafusion_scan(path, f"SELECT {columns} FROM t WHERE {sql_predicate}")
+    if "page_index_pages_pruned_total" not in result:
         # Fall back to the printed plan if the structured API did not expose the scan.
         result = parse_scan_metrics(datafusion_explain_analyze(path, sql_predicate, columns=columns))
     result["result_rows"] = sum(b.num_rows for b in batches)
     return result
+
+
+def datafusion_scan(path: str | Path, query: str) -> tuple[list, dict[str, int]]:
+    """The record batches of `query` (over `path` registered as t; page index and pushdown on, one
+    partition) and the metrics of its parquet scan, as datafusion_page_pruning names them ({} when
+    the executed plan exposes no parquet DataSourceExec)."""
+    ctx = _context()
+    ctx.register_parquet("t", str(path))
+    df = ctx.sql(query)
+    batches = df.collect()
+    result: dict[str, int] = {}
+    for desc, metric_set in df.execution_plan().collect_metrics():
+        if desc.startswith("DataSourceExec") and "file_type=parquet" in desc:
+            for metric in metric_set.metrics():
+                _add_metric(result, metric.name, metric.value, repr(metric))
+    return batches, result
