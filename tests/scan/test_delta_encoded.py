@@ -1,5 +1,5 @@
 """DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT pages bounded
-from their encoded bytes (scan/delta_kernels.py, scan/delta_values.py): the kernels against pyarrow's
+from their encoded bytes (scan/delta_kernels.pyx, scan/delta_values.py): the kernels against pyarrow's
 decode and a test encoder, whole files to the Arrow path's index bytes, damaged pages to its outcome."""
 from __future__ import annotations
 
