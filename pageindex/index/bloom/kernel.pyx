@@ -4,7 +4,6 @@
 Same names as pageindex.index.bloom.hashing; imported by pageindex.index.bloom.path on the first filter.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memset
 
 import numpy as np
 
@@ -16,7 +15,6 @@ import numpy as np
 cdef extern from *:
     """
     #include <stdint.h>
-    #include <string.h>
     #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
     #define PAGEINDEX_CLONES(...) __attribute__((target_clones(__VA_ARGS__)))
     #else
