@@ -27,7 +27,7 @@ from pageindex.index.bloom.blob import (
 from pageindex.index.bloom.chunk_hashes import chunk_hashes, eligible
 from pageindex.index.bloom.hashing import BLOCK, xxh64_u64
 from pageindex.index.bloom.path import ENV, NUMPY, kernel
-from pageindex.index.bloom.sbbf import SALT, build, expected_fpp, optimal_bytes
+from pageindex.index.bloom.sbbf import SALT, build, expected_fpp, optimal_bytes, set_bit_counts
 from pageindex.io.storage import open_source
 from pageindex.scan.chunk_scan import scan_chunk
 
@@ -90,6 +90,30 @@ def test_xxh64_across_blocks(xxh64):
 def test_xxh64_binary_tiny_buffer(xxh64):
     values = [b"", b"ab", b""]
     assert (xxh64.xxh64_offsets(*binary_parts(values)) == reference(values)).all()
+
+
+def test_xxh64_read_only_buffers_and_narrow_offsets(xxh64):
+    """Read-only buffers (as a file's bytes are) with int32 offsets (string and binary arrays) and
+    int64 ones (their large kinds), and read-only words."""
+    values = [RNG.bytes(int(n)) for n in RNG.integers(0, 70, 700)]
+    array = pa.array(values, pa.binary())
+    data, offsets = (np.frombuffer(array.buffers()[i].to_pybytes(), dtype) for i, dtype in ((2, np.uint8), (1, np.int32)))
+    assert (xxh64.xxh64_offsets(data, offsets) == reference(values)).all()
+    assert (xxh64.xxh64_offsets(data, offsets.astype(np.int64)) == reference(values)).all()
+    words = np.frombuffer(RNG.bytes(8 * 300), np.uint64)
+    assert (xxh64.xxh64_u64(words) == reference([w.tobytes() for w in words])).all()
+    assert (xxh64.xxh64_u32(words.view(np.uint32)) == reference([w.tobytes() for w in words.view(np.uint32)])).all()
+
+
+def test_set_bit_counts_against_numpy():
+    """Each count 0..32 and word counts that leave 0-3 over a step of four words, read-only words
+    as a parsed filter's, on the path in force."""
+    words = np.array([(1 << k) - 1 for k in range(33)] * 3, np.uint64).astype(np.uint32)
+    words = np.concatenate([words, RNG.integers(0, 1 << 32, 1000, dtype=np.uint64).astype(np.uint32)])
+    for size in (0, 1, 2, 3, 4, 5, 7, 99, len(words)):
+        part = np.frombuffer(words[:size].tobytes(), np.uint32)
+        expected = np.bincount([bin(int(w)).count("1") for w in part], minlength=33)
+        assert set_bit_counts(part).tolist() == expected.tolist(), size
 
 
 # ---------------------------------------------------------------- against pyarrow's filters

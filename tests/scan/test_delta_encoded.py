@@ -1,5 +1,5 @@
 """DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT pages bounded
-from their encoded bytes (scan/delta_kernels.py, scan/delta_values.py): the kernels against pyarrow's
+from their encoded bytes (scan/delta_kernels.pyx, scan/delta_values.py): the kernels against pyarrow's
 decode and a test encoder, whole files to the Arrow path's index bytes, damaged pages to its outcome."""
 from __future__ import annotations
 
@@ -125,6 +125,90 @@ def test_byte_streams_against_numpy(dtype):
         out = np.empty(count, dtype)
         dk.byte_streams(streams, out)
         assert out.tolist() == values.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["<u4", "<u8"])
+def test_byte_streams_other_sizes(dtype):
+    """Fewer streams than the word has bytes, more, and a cut-off one (the caller refuses such
+    pages; the kernel puts back the whole streams there are, bytes past the word shifted out)."""
+    rng = np.random.default_rng(12)
+    count = 37
+    for streams in range(9):
+        for extra in (0, 5):
+            buf = rng.integers(0, 256, count * streams + extra, dtype=np.uint64).astype(np.uint8)
+            expected = np.zeros(count, np.uint64)
+            for k in range(min(streams, np.dtype(dtype).itemsize)):
+                expected |= buf[k * count:(k + 1) * count].astype(np.uint64) << np.uint64(8 * k)
+            out = np.full(count, 7, dtype)
+            dk.byte_streams(buf, out)
+            assert out.tolist() == expected.astype(dtype).tolist(), (streams, extra)
+
+
+def _byte_values(rng: np.random.Generator) -> list[bytes]:
+    """Values tied wherever the kernels compare: equal ones, one a prefix of another, ones equal
+    in their first 8 or 16 bytes, the empty value, bytes 0x00 and 0xFF; then short random ones."""
+    eight = b"abcdefgh"
+    values = [b"", b"\x00", b"\xff", b"a", b"a\x00", eight, eight + b"\x00", eight + b"i", eight * 2 + b"x",
+              eight * 2 + b"y", eight * 3, b"\xff" * 20, b"\xff" * 20 + b"\x00", b"a"]
+    return values + [bytes((rng.integers(0, 3, int(n)) + 0x61).astype(np.uint8)) for n in rng.integers(0, 20, 300)]
+
+
+def _orders(values: list[bytes], rng: np.random.Generator) -> list[list[bytes]]:
+    return [sorted(values), sorted(values, reverse=True)] + [list(rng.permutation(np.array(values, object)))
+                                                               for _ in range(4)]
+
+
+def test_span_bounds_against_python():
+    """DELTA_LENGTH_BYTE_ARRAY's values laid end to end: the least and greatest (the first of
+    equal ones), to Python's byte order; a negative length and values past the end refused."""
+    rng = np.random.default_rng(13)
+    for values in _orders(_byte_values(rng), rng):
+        buf = np.frombuffer(b"pad" + b"".join(values) + b"tail!", np.uint8)
+        lengths = np.array([len(v) for v in values], np.int32)
+        starts = [3 + sum(map(len, values[:i])) for i in range(len(values))]
+        least, most = values.index(min(values)), values.index(max(values))
+        expected = (starts[least], len(values[least]), starts[most], len(values[most]), int(lengths.sum()), 0)
+        assert dk.span_bounds(buf, 3, len(buf) - 5, lengths) == expected
+        assert dk.span_bounds(buf, 3, len(buf) - 6, lengths)[-1] < 0  # the last value runs past the end
+        bad = lengths.copy()
+        bad[len(bad) // 2] = -1
+        assert dk.span_bounds(buf, 3, len(buf) - 5, bad)[-1] < 0
+
+
+def _front_coded(values: list[bytes], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DELTA_BYTE_ARRAY's parts of `values`: prefix lengths (any shared prefix, not only the
+    longest), suffix lengths, and the suffixes end to end between 3 and 5 bytes of padding."""
+    prefixes, suffixes, before = [], [], b""
+    for v in values:
+        common = next((k for k, (x, y) in enumerate(zip(before, v)) if x != y), min(len(before), len(v)))
+        keep = int(rng.integers(0, common + 1))
+        prefixes.append(keep)
+        suffixes.append(v[keep:])
+        before = v
+    buf = np.frombuffer(b"pad" + b"".join(suffixes) + b"tail!", np.uint8)
+    return np.array(prefixes, np.int32), np.array([len(x) for x in suffixes], np.int32), buf
+
+
+def test_front_coded_against_python():
+    """DELTA_BYTE_ARRAY's values rebuilt from prefixes and suffixes: the least and greatest to
+    Python's byte order and the total length; each refusal (a negative length, a prefix longer
+    than the value before, suffixes past the end, a value over `longest`) gives BAD."""
+    rng = np.random.default_rng(14)
+    for values in _orders(_byte_values(rng), rng):
+        prefixes, lengths, buf = _front_coded(values, rng)
+        longest, end = max(map(len, values)), len(buf) - 5
+        least, most, total, status = dk.front_coded(buf, 3, end, prefixes, lengths, longest)
+        assert (least.tobytes(), most.tobytes(), total, status) == (min(values), max(values), sum(map(len, values)), 0)
+        i = int(np.argmax(prefixes > 0))  # a value sharing a prefix with the one before
+        refused = [(prefixes, lengths, end - 1, longest), (prefixes, lengths, end, longest - 1)]
+        for array, at, change in ((prefixes, i, -prefixes[i] - 1), (lengths, i, -lengths[i] - 1),
+                                  (prefixes, i, len(values[i - 1]) - prefixes[i] + 1)):
+            changed = array.copy()
+            changed[at] += change
+            refused.append((changed, lengths, end, longest) if array is prefixes else (prefixes, changed, end, longest))
+        for p, s, stop, most_bytes in refused:
+            least, most, _, status = dk.front_coded(buf, 3, stop, p, s, most_bytes)
+            assert status < 0 and len(least) == len(most) == 0
 
 
 def _sections(path: Path, column: int = 0) -> list[tuple[np.ndarray, int]]:
