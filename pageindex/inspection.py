@@ -230,7 +230,7 @@ def _pages_from_headers(source: Source, footer: Footer) -> dict[tuple[int, int],
     source.prefetch([(c.start, c.total_compressed_size) for c in todo], "header")
     counts = {}
     for chunk in todo:
-        pages = walk_headers(source, chunk, footer.footer_start)
+        pages = walk_headers(source, chunk, footer.chunk_end(chunk))
         counts[chunk.row_group, chunk.column] = sum(page.is_data for page in pages.pages)
         source.release_prefetched_before(chunk.start + chunk.total_compressed_size)
     source.release_prefetch()

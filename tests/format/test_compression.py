@@ -206,7 +206,7 @@ def test_corpus_lz4_codec_5_pages(name: str) -> None:
     # Dictionary pages hold the distinct values, PLAIN encoded.
     c0, c1, c2 = (pages[0] for pages in decoded.values())
     assert sorted(np.frombuffer(c0, "<i8").tolist()) == sorted(set(table.column("c0").to_pylist()))
-    assert sorted(plain_byte_arrays(c1)) == sorted(set(table.column("c1").to_pylist()))
+    assert sorted(plain_byte_arrays(bytes(c1))) == sorted(set(table.column("c1").to_pylist()))
     assert sorted(np.frombuffer(c2, "<f8").tolist()) == sorted(set(table.column("v11").to_pylist()))
 
 
