@@ -113,7 +113,7 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
         raise UsageError("--copy-unchanged applies to --output only (in place, files that need no "
                          "change stay as they are)")
     started = time.monotonic()
-    targets = plan(args.paths, args.output, args.overwrite, args.storage_options)
+    targets = plan(args.paths, args.output, args.overwrite, args.storage_options, args.follow_links)
     check_report_path(args.report, args.storage_options)
     check_report_path(args.state, args.storage_options, "the state")
     options = index_options(args, copy_unchanged=args.copy_unchanged, storage_options=args.storage_options,
@@ -204,7 +204,7 @@ def _each_file(args: argparse.Namespace, show: Callable[[str, Any], int]) -> int
     the others go on; one that is not Parquet fails if named, else is reported skipped. The
     exit codes combined (a retryable failure outranks a permanent one)."""
     codes, as_json = [EXIT_OK], args.json
-    for target in expand(args.paths, args.storage_options):
+    for target in expand(args.paths, args.storage_options, args.follow_links):
         try:
             codes.append(show(target.file.url, resolve(target.file.url, storage_options=args.storage_options)[0]))
         except NotParquetError as err:
@@ -334,6 +334,12 @@ def storage_arguments() -> argparse.ArgumentParser:
     return shared
 
 
+def _links_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--follow-links", action="store_true",
+                         help="also follow local symbolic links that lead outside an input's real path "
+                              "(as find -L); by default they are skipped with a warning")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pageindex", description="Exact Parquet page indexes, appended without rewriting data.",
                                 epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -382,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--summary", action="store_true",
                    help="one line per column (its chunks over all row groups taken together) instead of "
                         "chunk by chunk: for files with many row groups")
+    _links_argument(i)
     i.set_defaults(run=_cmd_inspect, subparser=i)
 
     v = sub.add_parser("verify", parents=[storage], help="check files' page indexes against the data",
@@ -391,6 +398,7 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--threads", type=_threads_argument, default=None, metavar="N|auto",
                    help="check N column chunks of a file at a time, each on a thread (default auto: 2 "
                         "where the process may use 2 CPUs, else 1)")
+    _links_argument(v)
     v.set_defaults(run=_cmd_verify, subparser=v)
 
     lk = sub.add_parser("lookup", parents=[storage], help="read only the pages that can hold matching rows",

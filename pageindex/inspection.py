@@ -33,7 +33,7 @@ from pageindex.index.reader import ColumnIndexView, IndexBytes, read_bloom_filte
 from pageindex.index.skipping import no_page_skipping, skipping_advice
 from pageindex.index.soundness import structural_flaws, suspect_writer
 from pageindex.io.storage import Source, open_source
-from pageindex.scan.page_walk import walk_headers
+from pageindex.scan.page_walk import MAX_PAGE_BYTES, walk_headers
 
 NO_INDEX = "none"  # FileView.index_state of a file without any page index
 # A column a point lookup reads at most this share of the pages of is "ordered" (sorted or clustered)
@@ -234,7 +234,8 @@ def _pages_from_headers(source: Source, footer: Footer) -> dict[tuple[int, int],
     source.prefetch([(c.start, c.total_compressed_size) for c in todo], "header")
     counts = {}
     for chunk in todo:
-        pages = walk_headers(source, chunk, footer.footer_start)
+        # Headers only, nothing decoded: any page size the format allows is shown.
+        pages = walk_headers(source, chunk, footer.chunk_end(chunk), MAX_PAGE_BYTES)
         counts[chunk.row_group, chunk.column] = sum(page.is_data for page in pages.pages)
         source.release_prefetched_before(chunk.start + chunk.total_compressed_size)
     source.release_prefetch()

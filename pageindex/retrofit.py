@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from pageindex.errors import ConcurrentModificationError, PageIndexError
 from pageindex.format.collector import collector_paused
-from pageindex.format.footer import Footer
+from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES, Footer
 from pageindex.format.opened import OpenAhead, open_file
 from pageindex.index.bloom.columns import choose
 from pageindex.index.bloom.options import bloom_options
@@ -125,7 +125,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
              bloom_filter: str | list[str] | tuple[str, ...] = "none", bloom_fpp: float = DEFAULT_FPP,
              bloom_max_bytes: int = DEFAULT_MAX_BYTES, verify_existing: bool = False,
              ahead: OpenAhead | None = None, chunk_statistics: bool = True,
-             threads: int | str = 1) -> RetrofitResult:
+             threads: int | str = 1, max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> RetrofitResult:
     """Give `src` a page index; write to `dst`, or replace `src` atomically when dst is None.
     The output is the original file, byte for byte and its footer included, then the new index
     blocks and footer: a reader that learned the old length still reads the old file. A rerun
@@ -161,11 +161,16 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
     ("auto": two where the process may use two CPUs, else one); the output is the same byte for
     byte, and so is any error. One (the default) scans them one after the other on the calling
     thread, as a process that already runs a file per core wants.
+    max_page_bytes: refuse (UnsupportedFileError, the file unchanged) a page larger than this,
+    compressed or decompressed, or with more values than this at four bytes each: what one page
+    may cost in memory (see docs/security.md).
     """
     if truncate_length < 1:
         raise ValueError("truncate_length must be at least 1")
-    if ahead is not None and ahead.path != src:
-        raise ValueError(f"ahead opens {ahead.path}, not {src}")
+    if max_page_bytes < 1:
+        raise ValueError("max_page_bytes must be at least 1")
+    if ahead is not None and (ahead.path != src or ahead.max_page_bytes != max_page_bytes):
+        raise ValueError(f"ahead opens {ahead.path} (pages up to {ahead.max_page_bytes} bytes), not {src}")
     bloom = bloom_options(bloom_filter, bloom_fpp, bloom_max_bytes)
     scan_threads = threads_option(threads)
     started = time.monotonic()
@@ -177,7 +182,7 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
 
     def run() -> RetrofitResult:
         nonlocal dst_fs, dst_path
-        opened = open_file(src, filesystem) if ahead is None else ahead.take()
+        opened = open_file(src, filesystem, max_page_bytes) if ahead is None else ahead.take()
         with opened.source as source:
             footer = opened.footer
             chosen = choose(bloom, footer.leaves)

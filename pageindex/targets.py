@@ -37,10 +37,10 @@ def legacy_destination(paths: list[str], output: str | None, storage_options: di
     return None if fs.exists(path) else paths[1]
 
 
-def expand(paths: list[str], storage_options: dict[str, Any]) -> list[Target]:
+def expand(paths: list[str], storage_options: dict[str, Any], follow_links: bool = False) -> list[Target]:
     """The files below `paths` (files, directories, globs; local or remote), in path order,
-    with no destination."""
-    return _targets(discover(paths, storage_options), paths, storage_options)
+    with no destination; local links leading outside an input followed only with `follow_links`."""
+    return _targets(discover(paths, storage_options, follow_links=follow_links), paths, storage_options)
 
 
 def _targets(found: Discovery, paths: list[str], storage_options: dict[str, Any]) -> list[Target]:
@@ -52,11 +52,12 @@ def _targets(found: Discovery, paths: list[str], storage_options: dict[str, Any]
     return [Target(f, None, resolve(f.url, storage_options=storage_options)[1] in named) for f in found.files]
 
 
-def plan(paths: list[str], output: str | None, overwrite: bool, storage_options: dict[str, Any]
-         ) -> list[Target]:
+def plan(paths: list[str], output: str | None, overwrite: bool, storage_options: dict[str, Any],
+         follow_links: bool = False) -> list[Target]:
     """Every input file with its destination. Raises UsageError (in place on a table format,
-    two files mirrored to one path) or OutputRefusedError before anything is written."""
-    found = discover(paths, storage_options)
+    two files mirrored to one path) or OutputRefusedError before anything is written. Local
+    links leading outside an input's real path are skipped unless `follow_links`."""
+    found = discover(paths, storage_options, follow_links=follow_links)
     check_modes(found, in_place=output is None)
     targets = _targets(found, paths, storage_options)
     if output is None:

@@ -5,7 +5,7 @@ and holding every value; the chunk's min_value/max_value holding every value.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -13,7 +13,7 @@ import numpy as np
 from pageindex.errors import PageIndexError
 from pageindex.format.collector import collector_paused
 from pageindex.format.column_order import Order, order_for
-from pageindex.format.footer import ChunkMeta, Footer, read_footer
+from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES, ChunkMeta, Footer, read_footer
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup, Statistics, Type
 from pageindex.format.thrift import Struct
 from pageindex.index.bloom.blob import BloomFilter
@@ -62,12 +62,14 @@ class VerifyResult:
         }
 
 
-def verify(path: str, filesystem: Any = None, threads: int | str = 1) -> VerifyResult:
+def verify(path: str, filesystem: Any = None, threads: int | str = 1,
+           max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> VerifyResult:
     """Check the file's page indexes and bloom filters against its data; `threads` chunks at a
-    time, as retrofit's `threads` (the same result for any value)."""
+    time, as retrofit's `threads` (the same result for any value); a page above
+    `max_page_bytes` is refused, as retrofit refuses it."""
     count = threads_option(threads)
     with open_source(path, filesystem) as source, collector_paused():
-        return verify_source(source, read_footer(source), count)
+        return verify_source(source, replace(read_footer(source), max_page_bytes=max_page_bytes), count)
 
 
 def verify_source(source: Source, footer: Footer, threads: int = 1) -> VerifyResult:

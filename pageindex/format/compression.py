@@ -17,10 +17,32 @@ _LZ4_FRAME_HEADER = _LZ4_FRAME_MAGIC + b"\x60\x70\x73"
 _LZ4_FRAME_END = b"\x00\x00\x00\x00"
 _LZ4_FRAME_MAX_BLOCK = 4 << 20
 _HADOOP_PREFIX = 8
+# The most bytes one compressed byte can become, per codec (what its format can express at
+# best): snappy's 3-byte copy of 64 bytes; deflate's 258-byte match in two bits; an LZ4 match
+# length byte of 255; a zstd RLE block, 4 bytes for 128 KiB. Brotli has no such small bound.
+_MAX_EXPANSION = {
+    CompressionCodec.UNCOMPRESSED: 1,
+    CompressionCodec.SNAPPY: 22,
+    CompressionCodec.GZIP: 1032,
+    CompressionCodec.LZ4: 256,
+    CompressionCodec.LZ4_RAW: 256,
+    CompressionCodec.ZSTD: 32768,
+}
 
 
-def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> bytes:
-    """Decompress a page body to exactly uncompressed_size bytes, never producing more."""
+def check_expansion(codec: int, stored: int, claimed: int, offset: int | None = None) -> None:
+    """Refuse a page whose `stored` bytes cannot decompress to the `claimed` size: a header that
+    lies would otherwise have that much allocated before the codec finds out."""
+    ratio = _MAX_EXPANSION.get(codec)
+    if ratio is not None and claimed > max(stored, 0) * ratio:
+        raise MalformedFileError(f"page claims {claimed} bytes from {stored} "
+                                 f"{CompressionCodec.name(codec)} bytes, more than the codec can "
+                                 "produce from them", offset=offset)
+
+
+def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> bytes | memoryview:
+    """Decompress a page body to exactly uncompressed_size bytes, never producing more; a
+    codec's result is a view of the one buffer it decoded into (a big page is held once)."""
     if uncompressed_size < 0:
         raise MalformedFileError(f"negative uncompressed page size {uncompressed_size}")
     if codec == CompressionCodec.UNCOMPRESSED:
@@ -48,13 +70,13 @@ def decompress(codec: int, data: bytes | memoryview, uncompressed_size: int) -> 
             return _lz4_any(data, uncompressed_size)
         if codec == CompressionCodec.ZSTD:
             # Arrow's one-shot ZSTD decode already fails unless it fills the buffer exactly.
-            return pa.Codec("zstd").decompress(data, uncompressed_size, asbytes=True)
+            return _view(pa.Codec("zstd").decompress(data, uncompressed_size))
         return _lz4_block(data, uncompressed_size)
     except (OSError, pa.ArrowException) as exc:
         raise MalformedFileError(f"{CompressionCodec.name(codec)} decompression failed: {exc}") from exc
 
 
-def _snappy(data: bytes | memoryview, size: int) -> bytes:
+def _snappy(data: bytes | memoryview, size: int) -> memoryview:
     # pyarrow's one-shot decode discards the real output length, but snappy states it in a
     # varint preamble and verifies the stream against it.
     preamble = uleb128(data, 0, 5)
@@ -63,17 +85,22 @@ def _snappy(data: bytes | memoryview, size: int) -> bytes:
     declared = preamble[0]
     if declared != size:
         raise MalformedFileError(f"SNAPPY page declares {declared} bytes, header says {size}")
-    return pa.Codec("snappy").decompress(data, size, asbytes=True)
+    return _view(pa.Codec("snappy").decompress(data, size))
 
 
-def _stream(codec: str, data: bytes | memoryview, size: int) -> bytes:
+def _view(buffer: pa.Buffer) -> memoryview:
+    """The bytes of an Arrow buffer, unsigned, without a copy (its .to_pybytes() would be one)."""
+    return memoryview(buffer).cast("B")
+
+
+def _stream(codec: str, data: bytes | memoryview, size: int) -> memoryview:
     """Decode through pyarrow's streaming reader, which reports the true output length.
 
     The stream also accepts concatenated members (multi-member gzip) and rejects
     truncated input and trailing garbage. Reading size + 1 bytes caps the output.
     """
     with pa.CompressedInputStream(pa.BufferReader(data), codec) as stream:
-        result = stream.read(size + 1)
+        result = _view(stream.read_buffer(size + 1))
     if len(result) > size:
         raise MalformedFileError(f"{codec} page decompresses to more than {size} bytes")
     if len(result) < size:
@@ -81,7 +108,7 @@ def _stream(codec: str, data: bytes | memoryview, size: int) -> bytes:
     return result
 
 
-def _lz4_any(data: bytes | memoryview, size: int) -> bytes:
+def _lz4_any(data: bytes | memoryview, size: int) -> bytes | memoryview:
     """LZ4 (the deprecated codec) as Arrow C++ reads it: Hadoop framing, else an LZ4 frame, else a raw block."""
     result = _lz4_hadoop(data, size)
     if result is not None:
@@ -116,7 +143,7 @@ def _lz4_hadoop(data: bytes | memoryview, size: int) -> bytes | None:
     return b"".join(parts)
 
 
-def _lz4_block(data: bytes | memoryview, size: int) -> bytes:
+def _lz4_block(data: bytes | memoryview, size: int) -> memoryview:
     """A raw LZ4 block that must decode to exactly size bytes."""
     if size <= _LZ4_FRAME_MAX_BLOCK and len(data) <= _LZ4_FRAME_MAX_BLOCK:
         # pyarrow's one-shot decode discards the real output length; wrapped as a one-block
@@ -130,7 +157,7 @@ def _lz4_block(data: bytes | memoryview, size: int) -> bytes:
     # end. Only a malformed block that breaks LZ4's end-of-block margins (last 12 bytes)
     # could still pass short; frames rule that out for blocks up to 4 MiB.
     codec = pa.Codec("lz4_raw")
-    result = codec.decompress(data, size, asbytes=True)
+    result = _view(codec.decompress(data, size))
     try:
         codec.decompress(data, size - 1, asbytes=True)
     except (OSError, pa.ArrowException):

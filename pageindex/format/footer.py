@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
@@ -19,6 +20,10 @@ MAGIC = b"PAR1"
 ENCRYPTED_MAGIC = b"PARE"
 # Footers beyond this are not plausible Parquet metadata; refusing them bounds memory.
 MAX_FOOTER_BYTES = 1 << 30
+# The largest page (compressed or not) a run accepts by default: far above the pages writers
+# make (about 1 MiB, dictionaries capped at 1 MiB), low enough that a page at the limit is read
+# within a bounded memory (docs/security.md). Runs change it with --max-page-bytes.
+DEFAULT_MAX_PAGE_BYTES = 128 << 20
 # One read of the tail usually holds the whole footer; a longer one takes a second read.
 TAIL_READ = 64 << 10
 
@@ -65,6 +70,28 @@ class Footer:
     # writers put the index blocks there, so reading them often costs no request.
     held_offset: int = 0
     held: bytes = b""
+    # The largest page this run reads of the file (see DEFAULT_MAX_PAGE_BYTES).
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
+
+    def chunk_end(self, chunk: ChunkMeta) -> int:
+        """The first byte that cannot belong to `chunk`: where the next chunk with values starts
+        (pages may overrun a declared size, PARQUET-816, but never into another chunk), else the
+        footer. A chunk that starts where another one with values starts gets none."""
+        if chunk.num_values == 0:
+            return self.footer_start
+        return self._chunk_ends.get(chunk.start, chunk.start)
+
+    @cached_property
+    def _chunk_ends(self) -> dict[int, int]:
+        """Start -> the next greater start (or the footer), for starts no two chunks share: a
+        walk stops there, so walking every chunk reads the file once, whatever the footer says."""
+        starts = sorted(c.start for group in self.chunks for c in group if c.num_values > 0)
+        shared = {a for a, b in zip(starts, starts[1:]) if a == b}
+        unique = sorted(set(starts))
+        ends = dict(zip(unique, unique[1:] + [self.footer_start]))
+        for start in shared:
+            del ends[start]
+        return ends
 
     @property
     def created_by(self) -> str:

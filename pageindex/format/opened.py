@@ -5,10 +5,10 @@ On an object store opening costs a HEAD and the footer's tail read, each a reque
 from __future__ import annotations
 
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pageindex.format.footer import Footer, read_footer
+from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES, Footer, read_footer
 from pageindex.io.storage import Source, open_source
 
 
@@ -20,11 +20,14 @@ class OpenedFile:
     footer: Footer
 
 
-def open_file(path: str, filesystem: Any = None) -> OpenedFile:
-    """Open `path` and read its footer; raises what open_source and read_footer raise."""
+def open_file(path: str, filesystem: Any = None, max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> OpenedFile:
+    """Open `path` and read its footer, which carries the largest page the run reads of it
+    (`max_page_bytes`); raises what open_source and read_footer raise."""
     source = open_source(path, filesystem)
     try:
-        return OpenedFile(source, read_footer(source))
+        footer = read_footer(source)
+        return OpenedFile(source, footer if max_page_bytes == footer.max_page_bytes
+                          else replace(footer, max_page_bytes=max_page_bytes))
     except BaseException:
         source.close()
         raise
@@ -36,10 +39,12 @@ class OpenAhead:
     opening it then would); discard() closes it if it is not taken. Holds, until taken, what
     open_file holds: the Source's tail read (ReadOptions.tail_bytes) and the decoded footer."""
 
-    def __init__(self, executor: Executor, path: str, filesystem: Any = None) -> None:
+    def __init__(self, executor: Executor, path: str, filesystem: Any = None,
+                 max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> None:
         self.path = path
+        self.max_page_bytes = max_page_bytes
         self._taken = False
-        self._future: Future[OpenedFile] = executor.submit(open_file, path, filesystem)
+        self._future: Future[OpenedFile] = executor.submit(open_file, path, filesystem, max_page_bytes)
 
     def take(self) -> OpenedFile:
         self._taken = True

@@ -263,7 +263,8 @@ def _from_page_stats(source: Source, footer: Footer, planned: ChunkPlan, truncat
     """The chunk's indexes from page-header statistics, or why it is decoded exactly."""
     chunk, order = planned.chunk, planned.order
     try:
-        headers = page_stats.read_headers(source, chunk, footer.footer_start, footer.row_group_rows[chunk.row_group])
+        headers = page_stats.read_headers(source, chunk, footer.chunk_end(chunk), footer.row_group_rows[chunk.row_group],
+                                          footer.max_page_bytes)
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
     levels = headers.levels

@@ -50,15 +50,15 @@ def applicable(chunk: ChunkMeta, order: Order, created_by: str) -> str | None:
     return refusal if refusal is not None else untrusted_writer(created_by, chunk.leaf.physical_type)
 
 
-def read_headers(source: Source, chunk: ChunkMeta, limit: int, rows: int) -> HeaderFacts:
+def read_headers(source: Source, chunk: ChunkMeta, limit: int, rows: int, max_page_bytes: int) -> HeaderFacts:
     """A flat chunk's pages from their headers alone; a nested chunk's from reading it whole,
     as rows per page (and level histograms) are only known from its levels (counted by the
     compiled level kernel where it reads them cleanly and they add up to the row group's `rows`)."""
     if not needs_level_decoding(chunk):
-        pages = walk_headers(source, chunk, limit)
+        pages = walk_headers(source, chunk, limit, max_page_bytes)
         stats = tuple(_stats(page) for page in pages.pages)
         return HeaderFacts(pages, stats, _flat_levels(chunk.leaf.max_def, pages, stats))
-    pages = walk_chunk(source, chunk, limit)
+    pages = walk_chunk(source, chunk, limit, max_page_bytes=max_page_bytes)
     levels = nested_levels_counted(chunk, pages, rows)
     if levels is None:
         levels, _ = nested_levels(chunk, pages)

@@ -1,8 +1,8 @@
 """Discovery: expand the job's inputs (files, directories, globs, URLs) into Parquet candidates.
 
 Hidden and underscore entries are ignored; Delta, Iceberg and Hudi table roots are detected.
-On a local disk symbolic links are followed: a file reached twice is listed once, by the first of
-its paths in sorted order, and a link back to a directory it lies in is not followed (a cycle).
+On a local disk symbolic links that stay inside the input's real path are followed (all of them
+with follow_links): a file reached twice is listed once, a link back to a directory it lies in is not.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, TypeVar
 from fsspec.implementations.local import LocalFileSystem
 
 from pageindex.errors import MissingInputError
+from pageindex.io.confinement import outside
 from pageindex.io.storage import normalize_url, resolve, storage_errors
 
 
@@ -134,9 +135,10 @@ def _first_of_each(names: Iterable[str], identity: Any) -> list[str]:
     return out
 
 
-def find(fs: Any, path: str) -> dict[str, dict]:
+def find(fs: Any, path: str, confine: str | None = None) -> dict[str, dict]:
     """Every file below `path` with its info, as fs.find(withdirs=False, detail=True) gives it,
-    except that on a local disk links to directories are followed (fsspec lists them as files)."""
+    except that on a local disk links to directories are followed (fsspec lists them as files),
+    and, with `confine` (a real path), a link leading outside it is skipped with a warning."""
     if not isinstance(fs, LocalFileSystem):
         return fs.find(path, withdirs=False, detail=True)
     root = fs._strip_protocol(path)
@@ -147,17 +149,29 @@ def find(fs: Any, path: str) -> dict[str, dict]:
     if not stat.S_ISDIR(top.st_mode):
         return fs.find(path, withdirs=False, detail=True)
     out: dict[str, dict] = {}
-    _walk(root, [(top.st_dev, top.st_ino)], out, set())
+    _walk(root, [(top.st_dev, top.st_ino)], out, set(), confine)
     return out
 
 
-def _walk(directory: str, ancestors: list[tuple[int, int]], out: dict[str, dict], cycles: set) -> None:
+def _skip_outside(name: str, real: str, confine: str) -> None:
+    log.warning("pageindex: warning: %s: skipped: a symbolic link to %s, outside the input %s "
+                "(--follow-links follows it)", name, real, confine)
+
+
+def _walk(directory: str, ancestors: list[tuple[int, int]], out: dict[str, dict], cycles: set,
+          confine: str | None) -> None:
     """The files below `directory` into `out`, depth first in name order. `ancestors` are the
-    directories the walk is in (by identity): a link to one of them would never end."""
+    directories the walk is in (by identity): a link to one of them would never end. A link
+    leading outside `confine` (when given) is neither followed nor listed."""
     with os.scandir(directory) as it:
         entries = sorted(it, key=lambda e: e.name)
     for entry in entries:
         name = posixpath.join(directory, entry.name)
+        if confine is not None and entry.is_symlink():
+            real = outside(name, confine)
+            if real is not None:
+                _skip_outside(name, real, confine)
+                continue
         try:
             st = os.stat(name)  # through links
         except OSError as err:
@@ -172,7 +186,7 @@ def _walk(directory: str, ancestors: list[tuple[int, int]], out: dict[str, dict]
                     log.warning("pageindex: warning: %s: not followed: a symbolic link to %s, a directory "
                                 "it lies in (a cycle)", name, os.path.realpath(name))
                 continue
-            _walk(name, ancestors + [identity], out, cycles)
+            _walk(name, ancestors + [identity], out, cycles, confine)
         else:
             kind = "file" if stat.S_ISREG(st.st_mode) else "other"
             out[name] = {"name": name, "size": st.st_size, "type": kind, _REAL: identity,
@@ -271,9 +285,10 @@ Mapper = Callable[[Callable[[Any], Any], list], list]
 
 
 def discover(inputs: list[str], storage_options: dict[str, Any] | None = None,
-             listings: Mapper | None = None) -> Discovery:
-    """The files of every input (each once, in path order) and the table roots among them."""
-    found = discover_each(inputs, storage_options, listings=listings)
+             listings: Mapper | None = None, follow_links: bool = False) -> Discovery:
+    """The files of every input (each once, in path order) and the table roots among them.
+    follow_links: also follow local symbolic links that lead outside the input's real path."""
+    found = discover_each(inputs, storage_options, listings=listings, follow_links=follow_links)
     if len(found) == 1:  # each file once, in path order already
         assert found[0] is not None
         return found[0]
@@ -291,7 +306,8 @@ def discover(inputs: list[str], storage_options: dict[str, Any] | None = None,
 
 
 def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = None,
-                  missing_ok: bool = False, listings: Mapper | None = None) -> list[Discovery | None]:
+                  missing_ok: bool = False, listings: Mapper | None = None,
+                  follow_links: bool = False) -> list[Discovery | None]:
     """Each input's Discovery (None for one that does not exist, with `missing_ok`), its inputs
     and their globs' matches listed LISTING_THREADS at once on an object store: the same
     requests and the same result as one by one. `listings` runs the matches' listings instead
@@ -310,7 +326,7 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
     work = [(raw, fs, match, root) for (raw, fs, _), (matches, root) in zip(resolved, matched) if matches
             for match in matches]
     run = listings if listings is not None and not local else functools.partial(each, threads=threads)
-    listed = run(functools.partial(_listed, missing_ok), work)
+    listed = run(functools.partial(_listed, missing_ok, follow_links), work)
     kinds = iter(_guarded_formats(work, listed))
     out: dict[str, tuple[list[InputFile], list[tuple[str, str]]] | None] = {}
     for (raw, fs, match, _), got, kind in zip(work, listed, kinds):
@@ -323,9 +339,9 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
     return [None if out.get(raw) is None else _one(*out[raw]) for raw in inputs]
 
 
-def _listed(missing_ok: bool, item: tuple[str, Any, str, str | None]
+def _listed(missing_ok: bool, follow_links: bool, item: tuple[str, Any, str, str | None]
             ) -> tuple[list[InputFile], list[tuple[str, str]], str] | None:
-    return _guarded(item[0], missing_ok, _listing, *item)
+    return _guarded(item[0], missing_ok, _listing, *item, follow_links)
 
 
 def _one(files: list[InputFile], formats: list[tuple[str, str]]) -> Discovery:
@@ -377,24 +393,32 @@ def _matches(raw: str, fs: Any, path: str) -> tuple[list[str], str | None]:
     return matches, root
 
 
-def _listing(raw: str, fs: Any, match: str, root: str | None
+def _listing(raw: str, fs: Any, match: str, root: str | None, follow_links: bool = False
              ) -> tuple[list[InputFile], list[tuple[str, str]], str]:
     """_expand of one match, and the directory its table-format check starts from."""
-    found, below = _expand(fs, match, raw, root)
+    found, below = _expand(fs, match, raw, root, follow_links)
     return found, below, match if fs.isdir(match) else posixpath.dirname(match)
 
 
-def _expand(fs: Any, path: str, like: str, glob_base: str | None
+def _expand(fs: Any, path: str, like: str, glob_base: str | None, follow_links: bool = False
             ) -> tuple[list[InputFile], list[tuple[str, str]]]:
     """The data files under `path` (relative to the glob's base when it came from a glob) and
-    the table-format roots found among them."""
+    the table-format roots found among them. On a local disk, unless `follow_links`, nothing
+    outside the input's real path (the glob base's) is listed: a link leading out is skipped."""
+    confine = None
+    if isinstance(fs, LocalFileSystem) and not follow_links:
+        confine = os.path.realpath(glob_base if glob_base else path)
+        real = outside(path, confine) if glob_base else None  # a glob's match may be such a link
+        if real is not None:
+            _skip_outside(path, real, confine)
+            return [], []
     try:
         if not fs.isdir(path):
             info = fs.info(path)
             relative = path[len(glob_base):].strip("/") if glob_base else posixpath.basename(path)
             return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative,
                               listed_version(fs, path, info))], []
-        entries = find(fs, path)
+        entries = find(fs, path, confine)
     except FileNotFoundError:
         raise MissingInputError("input does not exist", path=like) from None
     base = (glob_base if glob_base else path).rstrip("/") + "/"

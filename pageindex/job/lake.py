@@ -5,13 +5,18 @@ Executors write each copy under a new name next to its original; only the driver
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
 from urllib.parse import unquote
 
 from pageindex.errors import PageIndexError, UsageError
 from pageindex.index.marker import options_key
+from pageindex.io.confinement import below, outside
 from pageindex.io.discovery import InputFile
+from pageindex.io.storage import resolve
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
 from pageindex.table import delta, iceberg
@@ -85,6 +90,11 @@ def plan(root: str, options: JobOptions) -> TableRun:
         except PageIndexError as err:
             skipped.append(_record(data.path, data.size, err.reason))
             continue
+        real = None if options.follow_links else _linked_outside(root, url, options)
+        if real is not None:
+            skipped.append(_record(url, data.size, f"a symbolic link to {real}, outside the table root "
+                                   f"(left as is; --follow-links follows it)"))
+            continue
         if data.deletion_vector:
             skipped.append(_record(url, data.size, DELETION_VECTOR))
             continue
@@ -97,6 +107,15 @@ def plan(root: str, options: JobOptions) -> TableRun:
         planned[url] = (data, new_path)
     return TableRun(DELTA, root, snap.version, dataclasses.replace(options, output=root), tuple(files),
                     planned, tuple(skipped))
+
+
+def _linked_outside(root: str, url: str, options: JobOptions) -> str | None:
+    """Where a local table file really is when a link leads it outside the table root's real
+    path (None on an object store, which has no links)."""
+    fs, path = resolve(url, storage_options=options.storage_options)
+    if not isinstance(fs, LocalFileSystem):
+        return None
+    return outside(path, os.path.realpath(resolve(root, storage_options=options.storage_options)[1]))
 
 
 def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
@@ -112,7 +131,7 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
         if entry.deleted_by:
             skipped.append(_record(entry.path, entry.size, entry.deleted_by))
             continue
-        if not entry.path.startswith(root + "/"):
+        if not below(root, entry.path):
             skipped.append(_record(entry.path, entry.size, f"outside the table location {root} (left as is)"))
             continue
         if _known_indexed(entry.path, options):

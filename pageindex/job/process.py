@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 from fsspec.implementations.local import LocalFileSystem
 
 from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError, retryable
+from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
@@ -26,6 +27,7 @@ from pageindex.io.commit import temp_name
 from pageindex.io.prefix_copy import COPY_BLOCK
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
+from pageindex.job.tasks import parse_size
 from pageindex.retrofit import Status, retrofit
 from pageindex.shutdown import stops_cleanly
 
@@ -54,6 +56,11 @@ class JobOptions:
     # A file's chunks scanned at a time (retrofit's threads): the CLI's --threads. The Spark job
     # keeps one, as it runs a task per core.
     threads: int = 1
+    # The largest page read (compressed or not; values at 4 bytes each): --max-page-bytes.
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
+    # Follow local symbolic links that lead outside an input's real path (--follow-links);
+    # by default they are skipped with a warning, as are a table's files outside its root.
+    follow_links: bool = False
 
     @property
     def bloom(self) -> BloomOptions:
@@ -92,7 +99,26 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-chunk-statistics", action="store_true",
                         help="leave every column chunk's statistics as they are (by default a chunk "
                              "without bounds readers can use gets its page index's exact bounds)")
+    parser.add_argument("--max-page-bytes", type=_page_bytes, default=DEFAULT_MAX_PAGE_BYTES, metavar="SIZE",
+                        help="refuse a file with a page larger than SIZE, compressed or not, or with "
+                             "more values than SIZE/4 (default 128m: far above what writers make; "
+                             "bounds the memory one page costs)")
+    parser.add_argument("--follow-links", action="store_true",
+                        help="also follow local symbolic links that lead outside an input's real path "
+                             "(as find -L, rsync -L); by default they are skipped with a warning")
     add_bloom_arguments(parser)
+
+
+def _page_bytes(text: str) -> int:
+    """--max-page-bytes: a byte count, or a number with k, m or g (1 KiB at least)."""
+    try:
+        value = parse_size(text)
+    except (ValueError, OverflowError):
+        value = 0
+    if value < 1 << 10:
+        raise argparse.ArgumentTypeError(f"must be a size of at least 1k (a byte count, or with k, m "
+                                         f"or g), not {text!r}")
+    return value
 
 
 def index_options(args: argparse.Namespace, **more: Any) -> JobOptions:
@@ -100,7 +126,8 @@ def index_options(args: argparse.Namespace, **more: Any) -> JobOptions:
     return JobOptions(dry_run=args.dry_run, force=args.force, verify_existing=args.verify_existing,
                       truncate_length=args.truncate_length, trust_page_stats=args.trust_page_stats,
                       chunk_statistics=not args.keep_chunk_statistics, bloom_filter=args.bloom_filter,
-                      bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes, **more)
+                      bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
+                      max_page_bytes=args.max_page_bytes, follow_links=args.follow_links, **more)
 
 
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
@@ -174,7 +201,7 @@ def _open_ahead(pool: Executor, file: InputFile, options: JobOptions) -> OpenAhe
     # (bench/RESULTS-objstore.md, job overlap).
     if isinstance(fs, LocalFileSystem):
         return None
-    return OpenAhead(pool, path, fs)
+    return OpenAhead(pool, path, fs, options.max_page_bytes)
 
 
 @stops_cleanly  # SIGTERM in a worker process undoes the commit in flight
@@ -197,7 +224,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
                           stale_temp_seconds=options.stale_temp_seconds, bloom_filter=options.bloom_filter,
                           bloom_fpp=options.bloom_fpp, bloom_max_bytes=options.bloom_max_bytes,
                           verify_existing=options.verify_existing, ahead=ahead,
-                          chunk_statistics=options.chunk_statistics, threads=options.threads)
+                          chunk_statistics=options.chunk_statistics, threads=options.threads,
+                          max_page_bytes=options.max_page_bytes)
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,

@@ -163,8 +163,10 @@ def run(config: JobConfig, spark: Any) -> int:
 def _discover(config: JobConfig, table: catalog.CatalogTable | None, spark: Any) -> Discovery:
     # Many directories on an object store are listed by a Spark job, as Spark lists a table's.
     if table is not None:
-        return catalog.table_files(table, config.storage_options, listing.on_spark(spark))
-    return discover(list(config.inputs), config.storage_options, listing.on_spark(spark))
+        return catalog.table_files(table, config.storage_options, listing.on_spark(spark),
+                                   config.options.follow_links)
+    return discover(list(config.inputs), config.storage_options, listing.on_spark(spark),
+                    config.options.follow_links)
 
 
 def _count(n: int, noun: str) -> str:

@@ -43,7 +43,7 @@ def read_field(source: Source, footer: Footer, f: Field, rg: int, ranges: Ranges
             return array.take(positions(covered, ranges))
     parts = []
     for chunk in chunks:
-        walked = walk_chunk(source, chunk, footer.footer_start, verify_crc=False)
+        walked = walk_chunk(source, chunk, footer.chunk_end(chunk), verify_crc=False)
         io.pages_read += len(walked.pages)
         io.pages_total += len(walked.pages)
         io.bytes_read += len(walked.data)

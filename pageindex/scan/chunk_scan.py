@@ -210,7 +210,8 @@ def _walk(source: Source, footer: Footer, chunk: ChunkMeta, with_values: bool, o
     # (`in_memory`: its encoded pages are read here, so it is read whole once).
     windowed = (source.local and chunk.total_compressed_size >= STREAM_CHUNK_BYTES and not nested
                 and not in_memory)
-    pages = walk_chunk(source, chunk, footer.footer_start, window=WALK_WINDOW if windowed else None)
+    pages = walk_chunk(source, chunk, footer.chunk_end(chunk), window=WALK_WINDOW if windowed else None,
+                       max_page_bytes=footer.max_page_bytes)
     expected = footer.row_group_rows[chunk.row_group]
     if nested and order is not None:
         found = nested_extrema(chunk, order, pages, expected)

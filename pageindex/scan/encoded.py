@@ -275,7 +275,10 @@ class Scanner:
             low, low_len, high, high_len, size, status = self.k.plain_bytes(buf, 0, len(buf), defined)
             if status < 0:
                 raise Unread()
-            return bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len]), int(size)
+            least = bytes(buf[low:low + low_len])
+            # One value both least and greatest (a page of one big value) is held once.
+            greatest = least if (high, high_len) == (low, low_len) else bytes(buf[high:high + high_len])
+            return least, greatest, int(size)
         if len(buf) < defined * self.dtype.itemsize:
             raise Unread()
         numbers = buf[: defined * self.dtype.itemsize].view(self.dtype)

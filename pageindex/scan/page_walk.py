@@ -11,8 +11,9 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from pageindex.errors import MalformedFileError, PageIndexError, ThriftTruncatedError
-from pageindex.format.footer import ChunkMeta
+from pageindex.errors import MalformedFileError, PageIndexError, ThriftTruncatedError, UnsupportedFileError
+from pageindex.format.compression import check_expansion
+from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES, ChunkMeta
 from pageindex.format.parquet_thrift import (
     DataPageHeader,
     DataPageHeaderV2,
@@ -20,13 +21,18 @@ from pageindex.format.parquet_thrift import (
     Encoding,
     PageHeader,
     PageType,
+    Type,
 )
 from pageindex.format.thrift import Struct, decode_struct
 from pageindex.io.storage import Source, StoredRange
 from pageindex.scan.compiled import compiled
 
-# One page may not claim more than this many uncompressed bytes (guards allocation).
+# No page header may claim more bytes than this (the format's int32 sizes); a run's own, lower
+# limit on what it reads (max_page_bytes) is checked once the chunk's pages are listed.
 MAX_PAGE_BYTES = 1 << 31
+# Bytes a page's decoded form takes per value at least (int16 levels and int32 dictionary
+# indices, allocated per value): a page whose count at this size passes max_page_bytes is refused.
+BYTES_PER_VALUE = 4
 # A windowed walk moves its window on when fewer bytes than this are left for the next page
 # header (headers carry statistics, so they are not all small, but are rarely bigger).
 HEADER_ROOM = 64 << 10
@@ -125,18 +131,21 @@ class ChunkPages:
 
 
 def walk_chunk(source: Source, chunk: ChunkMeta, limit: int, verify_crc: bool = True,
-               window: int | None = None) -> ChunkPages:
-    """Read `chunk` and walk its pages; `limit` is the first byte that cannot belong to it.
-    With a `window`, the chunk is read that many bytes at a time (more for a bigger page), into
-    memory the source reuses (read_view), and its bytes are left on storage (ChunkPages.stored):
-    for a chunk too big to hold."""
-    return _located(source, chunk, limit, lambda: _ChunkReader(source, chunk, limit, verify_crc, window))
+               window: int | None = None, max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> ChunkPages:
+    """Read `chunk` and walk its pages; `limit` is the first byte that cannot belong to it
+    (Footer.chunk_end). With a `window`, the chunk is read that many bytes at a time (more for
+    a bigger page), into memory the source reuses (read_view), and its bytes are left on storage
+    (ChunkPages.stored): for a chunk too big to hold. A page bigger than `max_page_bytes`, or
+    claiming more than its bytes can hold, is refused before anything is decoded (check_budget)."""
+    return _located(source, chunk, limit, max_page_bytes,
+                    lambda: _ChunkReader(source, chunk, limit, verify_crc, window))
 
 
-def walk_headers(source: Source, chunk: ChunkMeta, limit: int) -> ChunkPages:
+def walk_headers(source: Source, chunk: ChunkMeta, limit: int,
+                 max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES) -> ChunkPages:
     """The chunk's pages from their headers alone, read a small window at a time (no page body is
     read, no CRC checked): the pages come without data."""
-    return _located(source, chunk, limit, lambda: _HeaderReader(source, chunk, limit))
+    return _located(source, chunk, limit, max_page_bytes, lambda: _HeaderReader(source, chunk, limit))
 
 
 class _PageReader(Protocol):
@@ -150,9 +159,12 @@ class _PageReader(Protocol):
         """The chunk's pages walked by compiled code, or None for the walk in Python."""
 
 
-def _located(source: Source, chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> ChunkPages:
+def _located(source: Source, chunk: ChunkMeta, limit: int, max_page_bytes: int,
+             reader: Callable[[], _PageReader]) -> ChunkPages:
     try:
-        return _walk(chunk, limit, reader)
+        pages = _walk(chunk, limit, reader)
+        check_budget(pages, chunk, max_page_bytes)
+        return pages
     except PageIndexError as err:
         raise err.located(path=source.path, row_group=chunk.row_group, column=chunk.leaf.dotted) from None
 
@@ -164,7 +176,8 @@ def _walk(chunk: ChunkMeta, limit: int, reader: Callable[[], _PageReader]) -> Ch
     if chunk.num_values == 0:
         return ChunkPages(start, b"", None, (), False)
     if not 4 <= start < limit:
-        raise MalformedFileError(f"chunk starts at {start}, outside the data region", offset=start)
+        where = "where another chunk starts" if 4 <= start == limit else "outside the data region"
+        raise MalformedFileError(f"chunk starts at {start}, {where}", offset=start)
     pages_of = reader()
     walked = pages_of.compiled_walk(chunk)
     if walked is not None:
@@ -282,6 +295,43 @@ class _HeaderReader:
 
     def compiled_walk(self, chunk: ChunkMeta) -> None:
         return None  # headers a window at a time: the walk in Python
+
+
+def check_budget(pages: ChunkPages, chunk: ChunkMeta, max_page_bytes: int) -> None:
+    """Refuse, before any page is decompressed or decoded, a page larger than `max_page_bytes`
+    (compressed or not), one whose value count would decode to more than that, one whose
+    compressed bytes cannot expand to the size it claims, and a dictionary holding more entries
+    than its bytes can."""
+    for page in ([pages.dictionary] if pages.dictionary is not None else []) + list(pages.pages):
+        size = max(page.uncompressed_size, page.compressed_size)
+        if size > max_page_bytes:
+            raise UnsupportedFileError(f"page of {size} bytes, above the limit of {max_page_bytes} "
+                                       "(--max-page-bytes)", offset=page.offset)
+        if page.num_values * BYTES_PER_VALUE > max_page_bytes:
+            raise UnsupportedFileError(f"page of {page.num_values} values, above the limit of "
+                                       f"{max_page_bytes // BYTES_PER_VALUE} ({max_page_bytes} bytes at "
+                                       f"{BYTES_PER_VALUE} a value, --max-page-bytes)", offset=page.offset)
+        stored = page.compressed_size - page.def_levels_size - page.rep_levels_size
+        produced = page.uncompressed_size - page.def_levels_size - page.rep_levels_size
+        if page.is_compressed:
+            check_expansion(chunk.codec, stored, produced, page.offset)
+        if page.kind == PageType.DICTIONARY_PAGE:
+            _check_dictionary(page, chunk)
+
+
+# Bytes a PLAIN value of each physical type takes at least (a byte array: its length).
+_PLAIN_WIDTHS = {Type.INT32: 4, Type.INT64: 8, Type.INT96: 12, Type.FLOAT: 4, Type.DOUBLE: 8,
+                 Type.BYTE_ARRAY: 4}
+
+
+def _check_dictionary(page: Page, chunk: ChunkMeta) -> None:
+    """A PLAIN dictionary's entries take at least a fixed width each (a length for byte arrays)."""
+    leaf = chunk.leaf
+    width = leaf.type_length or 0 if leaf.physical_type == Type.FIXED_LEN_BYTE_ARRAY \
+        else _PLAIN_WIDTHS.get(leaf.physical_type, 0)
+    if page.num_values * width > page.uncompressed_size:
+        raise MalformedFileError(f"dictionary page claims {page.num_values} entries, more than its "
+                                 f"{page.uncompressed_size} bytes hold", offset=page.offset)
 
 
 def decode_page_header(source: Source, buf: bytes | memoryview, buf_start: int, offset: int, limit: int,

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pageindex.errors import UnsupportedFileError, UsageError
+from pageindex.io.confinement import escapes
 from pageindex.io.storage import normalize_url, resolve
 from pageindex.table.replacement import COMMIT_ATTEMPTS, CommitResult, Replacement, drop_changed, gave_up
 from pageindex.version import __version__
@@ -73,10 +74,13 @@ def delta_storage_options(storage_options: dict[str, Any]) -> dict[str, str]:
 
 
 def file_url(root: str, path: str) -> str:
-    """Where a logged path lives; the log URL-encodes paths relative to the table root."""
-    if "://" in path or path.startswith("/"):
-        raise UnsupportedFileError("the log names a file outside the table root", path=path)
-    return posixpath.join(normalize_url(root).rstrip("/"), unquote(path))
+    """Where a logged path lives; the log URL-encodes paths relative to the table root. A path
+    that leads outside the root, once decoded and normalised (`../x`, `%2E%2E/x`, `a/../../x`),
+    is refused: its file is not the table's to change."""
+    relative = unquote(path)
+    if "://" in path or escapes(relative):
+        raise UnsupportedFileError("the log names a file outside the table root (left as is)", path=path)
+    return posixpath.join(normalize_url(root).rstrip("/"), posixpath.normpath(relative))
 
 
 def open_table(root: str, storage_options: dict[str, Any]) -> Any:

@@ -196,13 +196,13 @@ def _linked_lake(root: Path) -> Path:
 
 def test_discover_follows_directory_links_once_each_and_stops_at_cycles(tmp_path, caplog):
     lake = _linked_lake(tmp_path)
-    found = discover([str(lake)])
+    found = discover([str(lake)], follow_links=True)
     assert [(f.relative, f.size) for f in found.files] == [("a/f.parquet", 10), ("linked/b/g.parquet", 20)]
     cycles = [r.getMessage() for r in caplog.records if "cycle" in r.getMessage()]
     assert len(cycles) == 1 and str(lake / "a" / "up") in cycles[0]
     # A link named with its target as inputs, and a second run: the same files, listed once.
     caplog.clear()
-    again = discover([str(lake / "twice"), str(tmp_path / "other"), str(lake)])
+    again = discover([str(lake / "twice"), str(tmp_path / "other"), str(lake)], follow_links=True)
     assert [f.url for f in again.files] == [str(lake / "a" / "f.parquet"), str(lake / "linked" / "b" / "g.parquet")]
     assert len([r for r in caplog.records if "cycle" in r.getMessage()]) == 1
 
@@ -212,14 +212,47 @@ def test_discover_link_to_a_file_kept_when_it_is_the_only_path(tmp_path):
     (lake / "a" / "f.parquet").rename(tmp_path / "elsewhere.parquet")
     (lake / "flink.parquet").unlink()
     (lake / "flink.parquet").symlink_to(tmp_path / "elsewhere.parquet")
-    assert [f.relative for f in discover([str(lake)]).files] == ["flink.parquet", "linked/b/g.parquet"]
+    assert [f.relative for f in discover([str(lake)], follow_links=True).files] == ["flink.parquet",
+                                                                                    "linked/b/g.parquet"]
 
 
 def test_discover_broken_link_is_skipped_with_a_warning(tmp_path, caplog):
     lake = _linked_lake(tmp_path)
-    (lake / "gone.parquet").symlink_to(tmp_path / "missing.parquet")
-    assert [f.relative for f in discover([str(lake)]).files] == ["a/f.parquet", "linked/b/g.parquet"]
-    assert any("gone.parquet" in r.getMessage() for r in caplog.records)
+    (lake / "gone.parquet").symlink_to(lake / "missing.parquet")
+    assert [f.relative for f in discover([str(lake)], follow_links=True).files] == ["a/f.parquet",
+                                                                                    "linked/b/g.parquet"]
+    assert any("gone.parquet" in r.getMessage() and "cannot follow" in r.getMessage() for r in caplog.records)
+
+
+def test_discover_skips_links_leading_outside_the_input(tmp_path, caplog):
+    """A lake's links to files and directories outside its real path (and to /etc) are skipped,
+    one warning each; links that stay inside are followed; --follow-links follows them all."""
+    lake = _linked_lake(tmp_path)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "victim.parquet").write_bytes(b"v" * 30)
+    (lake / "link.parquet").symlink_to("../outside/victim.parquet")
+    (lake / "etc").symlink_to("/etc", target_is_directory=True)
+    (lake / "inner").symlink_to("a", target_is_directory=True)
+    found = discover([str(lake)])
+    assert [f.relative for f in found.files] == ["a/f.parquet"]  # flink and inner/f: the same file
+    skipped = sorted(r.getMessage() for r in caplog.records if "outside the input" in r.getMessage())
+    assert skipped == [
+        f"pageindex: warning: {lake}/{name}: skipped: a symbolic link to {target}, outside the input "
+        f"{lake} (--follow-links follows it)"
+        for name, target in (("etc", os.path.realpath("/etc")), ("link.parquet", tmp_path / "outside" / "victim.parquet"),
+                             ("linked", tmp_path / "other"), ("twice", tmp_path / "other"))]
+    # A glob's match that is such a link, and a glob below a linked directory that stays inside.
+    caplog.clear()
+    assert [f.relative for f in discover([str(lake / "*.parquet")]).files] == ["flink.parquet"]
+    assert [r.getMessage() for r in caplog.records if "outside the input" in r.getMessage()] == [
+        f"pageindex: warning: {lake}/link.parquet: skipped: a symbolic link to "
+        f"{tmp_path / 'outside' / 'victim.parquet'}, outside the input {lake} (--follow-links follows it)"]
+    assert [f.relative for f in discover([str(lake / "inner" / "*.parquet")]).files] == ["f.parquet"]
+    # An input that is itself a link: its real path is the input's.
+    assert [f.relative for f in discover([str(lake / "linked")]).files] == ["b/g.parquet"]
+    assert [f.relative for f in discover([str(lake / "link.parquet")]).files] == ["link.parquet"]
+    followed = discover([str(lake)], follow_links=True)
+    assert {"link.parquet", "linked/b/g.parquet"} <= {f.relative for f in followed.files}
 
 
 def test_listing_gives_each_file_its_version(tmp_path):

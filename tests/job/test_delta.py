@@ -419,3 +419,47 @@ def test_other_options_force_and_verify_open_the_copies(tmp_path):
     assert rows(root) == expected
     run, (out, _) = _plan_and_commit(root)  # the forced copies are named for the default options
     assert not run.files and {r["reason"] for r in out} == {lake.KNOWN_INDEXED}
+
+
+# --------------------------------------------------------------------------- confinement
+
+
+def test_files_the_log_places_outside_the_table_are_left_alone(tmp_path):
+    """Add actions whose paths lead outside the table root (`..`, percent-encoded or not) and a
+    data file that is a link to a file outside: each is skipped with its reason, nothing is
+    written beside them and the commit adds no path outside the root; --follow-links follows the
+    link (a file of the table reached through it), never a path outside the root."""
+    root = tmp_path / "lake" / "t"
+    write_deltalake(str(root), _rows(0, 300), writer_properties=NO_COLUMN_INDEX)
+    outside = tmp_path / "lake" / "outside"
+    outside.mkdir()
+    adds = []
+    for name, logged in (("evil.parquet", "../outside/evil.parquet"), ("enc.parquet", "%2E%2E/outside/enc.parquet"),
+                         ("deep.parquet", "sub/..%2F..%2F../outside/deep.parquet")):
+        pq.write_table(_rows(0, 10), outside / name)
+        adds.append({"path": logged, "size": (outside / name).stat().st_size, "partitionValues": {},
+                     "modificationTime": 0, "dataChange": True})
+    pq.write_table(_rows(0, 10), outside / "victim.parquet")
+    (root / "link.parquet").symlink_to("../outside/victim.parquet")
+    adds.append({"path": "link.parquet", "size": (outside / "victim.parquet").stat().st_size,
+                 "partitionValues": {}, "modificationTime": 0, "dataChange": True})
+    with open(root / "_delta_log" / f"{1:020d}.json", "w") as f:
+        f.write(json.dumps({"commitInfo": {"operation": "WRITE"}}) + "\n")
+        f.write("".join(json.dumps({"add": a}) + "\n" for a in adds))
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in outside.iterdir()}
+    run = lake.plan(str(root), JobOptions())
+    assert sorted((r["path"], r["reason"]) for r in run.skipped) == sorted([
+        ("%2E%2E/outside/enc.parquet", "the log names a file outside the table root (left as is)"),
+        ("../outside/evil.parquet", "the log names a file outside the table root (left as is)"),
+        ("sub/..%2F..%2F../outside/deep.parquet", "the log names a file outside the table root (left as is)"),
+        (f"{root}/link.parquet", f"a symbolic link to {outside / 'victim.parquet'}, outside the table root "
+                                 "(left as is; --follow-links follows it)")])
+    assert len(run.files) == 1 and run.files[0].url.startswith(f"{root}/part-")
+    records = [process_file(f, run.options) for f in run.files]
+    out, _ = lake.commit_run(run, records, 1000)
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in outside.iterdir()} == before
+    added = [a["add"]["path"] for a in log_actions(str(root), 2) if "add" in a]
+    assert len(added) == 1 and ".." not in unquote(added[0]) and "/" not in unquote(added[0])
+    followed = lake.plan(str(root), JobOptions(follow_links=True))
+    assert [f.url for f in followed.files] == [f"{root}/link.parquet"]
+    assert len(followed.skipped) == 4  # the three outside paths, and the copy indexed above

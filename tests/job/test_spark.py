@@ -902,6 +902,36 @@ def test_the_job_scans_a_file_on_one_thread_per_task():
         JobConfig.from_argv(["--input", "a", "--in-place", "--threads", "2"])
 
 
+def test_links_and_page_limit_are_options_the_executors_get():
+    options = JobConfig.from_argv(["--input", "a", "--in-place", "--follow-links", "--max-page-bytes", "2m"]).options
+    assert options.follow_links and options.max_page_bytes == 2 << 20
+    options = JobConfig.from_argv(["--input", "a", "--in-place"]).options
+    assert not options.follow_links and options.max_page_bytes == 128 << 20
+    with pytest.raises(UsageError, match="max-page-bytes"):
+        JobConfig.from_argv(["--input", "a", "--in-place", "--max-page-bytes", "12"])
+
+
+def test_links_outside_the_input_are_not_followed(spark, tmp_path, caplog):
+    """A lake holding a link to a file and one to a directory outside it: in place, the job
+    indexes the lake's own file and leaves what the links lead to unchanged; --follow-links
+    indexes them too."""
+    lake, outside = tmp_path / "lake", tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    lake.mkdir()
+    for path in (lake / "own.parquet", outside / "victim.parquet", outside / "dir" / "d.parquet"):
+        pq.write_table(pa.table({"id": np.arange(3000, dtype=np.int64)}), path, data_page_size=1024)
+    (lake / "link.parquet").symlink_to("../outside/victim.parquet")
+    (lake / "dirlink").symlink_to("../outside/dir", target_is_directory=True)
+    before = {p: p.read_bytes() for p in (outside / "victim.parquet", outside / "dir" / "d.parquet")}
+    assert run_job(spark, "--input", lake, "--in-place", "--report", tmp_path / "r.jsonl") == 0
+    assert [(Path(r["path"]).name, r["status"]) for r in read_report(tmp_path / "r.jsonl")] == [("own.parquet", "indexed")]
+    assert {p: p.read_bytes() for p in before} == before
+    assert sum("outside the input" in r.getMessage() for r in caplog.records) == 2
+    assert run_job(spark, "--input", lake, "--in-place", "--follow-links", "--report", tmp_path / "f.jsonl") == 0
+    assert sorted((Path(r["path"]).name, r["status"]) for r in read_report(tmp_path / "f.jsonl")) == [
+        ("d.parquet", "indexed"), ("link.parquet", "indexed"), ("own.parquet", "already_indexed")]
+
+
 def test_keep_chunk_statistics_leaves_them_and_names_the_copy_apart(spark, tmp_path):
     """--keep-chunk-statistics: a file written without statistics keeps none, the report counts no
     chunk changed; by default its chunks get the exact bounds. Its outputs differ, and so do the

@@ -8,6 +8,7 @@ tail, parquet-java's ColumnIndexValidator, pageindex's own verify, determinism, 
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -47,6 +48,24 @@ SLOW_REASON = ("large_string_map.brotli: each retrofit or verify of its 2 GiB st
                "~40 s and ~4 GB RSS, and several tests repeat it; run with PAGEINDEX_SLOW_TESTS=1")
 
 
+# The corpus's writers' files are all indexed, large_string_map.brotli's 1 GiB pages included: its
+# tests raise the page limit that refuses it by default (test_a_page_above_the_limit_is_refused).
+_retrofit = functools.partial(pageindex.retrofit, max_page_bytes=1 << 31)
+_verify = functools.partial(verify, max_page_bytes=1 << 31)
+
+
+def test_a_page_above_the_limit_is_refused(tmp_path):
+    """Arrow's own file of two 1 GiB map keys: refused by default in about a second, unchanged."""
+    src = CORPUS_DIR / "parquet-testing/data/large_string_map.brotli.parquet"
+    copy = tmp_path / src.name
+    shutil.copyfile(src, copy)
+    with pytest.raises(pageindex.UnsupportedFileError) as err:
+        pageindex.retrofit(str(copy))
+    assert str(err.value) == (f"{copy}, row group 0, column arr.key_value.key, byte 4: page of 1073741828 "
+                              "bytes, above the limit of 134217728 (--max-page-bytes)")
+    assert copy.read_bytes() == src.read_bytes()
+
+
 def _id(path: Path) -> str:
     return str(path.relative_to(CORPUS_DIR))
 
@@ -76,7 +95,7 @@ def indexed(request, tmp_path_factory):
     work = tmp_path_factory.mktemp(src.stem.replace(".", "_")[:40])
     dst = work / "out" / src.name
     started = time.monotonic()
-    result = pageindex.retrofit(str(src), str(dst))
+    result = _retrofit(str(src), str(dst))
     return SimpleNamespace(src=src, dst=dst, work=work, result=result, reader_limited=reader_limited,
                            retrofit_seconds=time.monotonic() - started)
 
@@ -201,7 +220,7 @@ def test_parquet_java_validator(indexed, spark):
 
 
 def test_pageindex_verify(indexed):
-    result = verify(str(indexed.dst))
+    result = _verify(str(indexed.dst))
     assert result.ok, [str(v) for v in result.violations]
     assert result.chunks_with_offset_index == result.chunks == len(indexed.result.chunks)
     assert result.chunks_with_column_index == sum(c.column_index for c in indexed.result.chunks)
@@ -220,7 +239,7 @@ def test_in_place_and_determinism(indexed):
     d.mkdir()
     copy = d / indexed.src.name
     shutil.copyfile(indexed.src, copy)
-    result = pageindex.retrofit(str(copy))
+    result = _retrofit(str(copy))
     assert result.status == "indexed"
     assert result.output == str(copy)
     assert copy.read_bytes() == indexed.dst.read_bytes()
@@ -231,7 +250,7 @@ def test_second_retrofit_to_new_dst_is_byte_identical(indexed):
     if indexed.reader_limited:
         pytest.skip("covered by test_in_place_and_determinism (one more run of this file costs ~40 s)")
     again = indexed.work / "again" / indexed.src.name
-    pageindex.retrofit(str(indexed.src), str(again))
+    _retrofit(str(indexed.src), str(again))
     assert again.read_bytes() == indexed.dst.read_bytes()
     assert _listing(again.parent) == [again.name]
 
@@ -242,7 +261,7 @@ def test_already_indexed_is_left_alone(indexed):
     copy = d / indexed.src.name
     shutil.copy2(indexed.dst, copy)
     before = (copy.stat().st_mtime_ns, copy.read_bytes())
-    result = pageindex.retrofit(str(copy))
+    result = _retrofit(str(copy))
     assert result.status == "already_indexed"
     assert (copy.stat().st_mtime_ns, copy.read_bytes()) == before
     assert _listing(d) == [copy.name]
@@ -253,11 +272,11 @@ def test_force_rebuild(indexed):
     appended: with the same options it writes the same bytes, so the file does not grow."""
     first = indexed.dst.read_bytes()
     out = indexed.work / "forced" / indexed.src.name
-    result = pageindex.retrofit(str(indexed.dst), str(out), force=True)
+    result = _retrofit(str(indexed.dst), str(out), force=True)
     assert result.status == "indexed"
     assert result.bytes_out == len(first)
     assert out.read_bytes() == first
-    v = verify(str(out))
+    v = _verify(str(out))
     assert v.ok, [str(x) for x in v.violations]
 
 
@@ -267,7 +286,7 @@ def test_footer_comparison_catches_other_changes(tmp_path):
 
     src = CORPUS_DIR / "parquet-testing/data/alltypes_plain.parquet"
     dst = tmp_path / "out.parquet"
-    pageindex.retrofit(str(src), str(dst))
+    _retrofit(str(src), str(dst))
     old, new = footer_of(src.read_bytes()), footer_of(dst.read_bytes())
     old_rest, new_rest = footer_difference(old.metadata, new.metadata, 11)
     assert old_rest == new_rest
