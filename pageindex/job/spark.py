@@ -275,7 +275,7 @@ CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
 
 def console_progress(spark: Any) -> bool:
     """Whether `spark` (None: no session yet) may draw its console progress bar."""
-    if spark is None:
+    if getattr(spark, "sparkContext", None) is None:
         return False
     try:
         return spark.sparkContext.getConf().get(CONSOLE_PROGRESS, "false").strip().lower() == "true"

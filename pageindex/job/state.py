@@ -84,20 +84,26 @@ def run_key(options: JobOptions) -> str:
 def read_state(url: str, storage_options: dict[str, Any]) -> dict[str, Entry]:
     """The state at `url` by path; empty when there is none yet. An unreadable one (corrupt, not
     a state, a storage error) is one warning line naming it, and empty: every file is opened."""
+    return read_state_tidied(url, storage_options)[0]
+
+
+def read_state_tidied(url: str, storage_options: dict[str, Any]) -> tuple[dict[str, Entry], bool]:
+    """read_state, and whether any stored path was not as state_key names it (to be written
+    back tidy)."""
     try:
         with storage_errors("read the state", url):
             fs, path = resolve(url, storage_options=storage_options)
             if not fs.exists(path):
-                return {}
+                return {}, False
             data = fs.cat_file(path)
         return _entries(pq.read_table(pa.BufferReader(data)))
     except (PageIndexError, OSError, ValueError, pa.ArrowException) as err:
         log.warning("pageindex: warning: %s: the state cannot be read (%s); every file is opened this "
                     "run and the state is written anew at its end", url, err)
-        return {}
+        return {}, False
 
 
-def _entries(table: pa.Table) -> dict[str, Entry]:
+def _entries(table: pa.Table) -> tuple[dict[str, Entry], bool]:
     missing = [f.name for f in STATE_SCHEMA if f.name not in table.column_names]
     if missing:
         raise ValueError(f"not a pageindex state: no column {', '.join(missing)}")
@@ -108,7 +114,9 @@ def _entries(table: pa.Table) -> dict[str, Entry]:
     for row in sorted(rows, key=lambda row: row["decided_at"] or _EPOCH):
         entry = Entry(**{**row, "path": state_key(row["path"]), "output": state_key(row["output"])})
         entries[entry.path] = entry
-    return entries
+    untidy = len(entries) < len(rows) or any(
+        (row["path"], row["output"]) != (state_key(row["path"]), state_key(row["output"])) for row in rows)
+    return entries, untidy
 
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
@@ -182,7 +190,7 @@ class RunState:
     def __init__(self, url: str, storage_options: dict[str, Any], inputs: Sequence[str],
                  options: JobOptions) -> None:
         self.url, self.storage_options = url, storage_options
-        self.previous = read_state(url, storage_options)
+        self.previous, self._untidy = read_state_tidied(url, storage_options)
         self._found = bool(self.previous)  # else written at the end even when nothing is decided
         self.roots = tuple(root_key(input_root(raw, storage_options)) for raw in inputs)
         self.key = run_key(options)
@@ -268,7 +276,7 @@ class RunState:
             return
         kept = {path: e for path, e in self.previous.items()
                 if path in self.listed_keys or not any(_below(path, root) for root in self.roots)}
-        if self.decided or len(kept) < len(self.previous) or not self._found:
+        if self.decided or len(kept) < len(self.previous) or not self._found or self._untidy:
             write_state({**kept, **self.decided}.values(), self.url, self.storage_options)
 
 
