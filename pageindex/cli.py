@@ -291,13 +291,14 @@ The old form `retrofit SRC DST` (DST not existing) is refused with exit code
 
 EXIT_CODES = """\
 exit codes (every command, and pageindex-job, follow one rule):
-  0  every file ended well (retrofit: indexed, already indexed or skipped;
-     verify: every page index agrees with the data)
+  0  every file ended well (retrofit: indexed, already indexed, skipped, or
+     left for a later run: being written, read-only; verify: every page index
+     agrees with the data)
   1  a failure a retry may mend: storage errors and throttling, a worker
      process that died, a report that could not be written
-  2  usage: bad arguments, a missing input, an output that would overwrite an
-     input, an existing file or a directory, an unwritable --report; nothing
-     was written
+  2  usage: bad arguments, a malformed --storage-option, a missing input, an
+     output that would overwrite an input, an existing file or a directory, a
+     --report or --state that cannot be written; nothing was written
   3  files failed for reasons no retry can mend (malformed, unsupported,
      encrypted, changed while read; verify: a page index that contradicts the
      data) and none failed for a reason a retry may mend"""

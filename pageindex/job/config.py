@@ -21,11 +21,13 @@ PROG = "pageindex-job"
 
 EXIT_CODES = """\
 exit codes:
-  0  every file ended well, or no more failed than --max-failures
+  0  every file ended well (files being written and read-only files are left
+     for a later run), or no more failed than --max-failures
   1  a failure a retry may mend: storage errors and throttling, lost executors,
      a failed Spark job, a report that could not be written (retry the run)
   2  usage or configuration, found before any file was changed: bad arguments,
-     a missing input, an unknown table, an unwritable --report, Spark not
+     a malformed --storage-option, a missing input, an unknown table, a
+     --report, --summary-json or --state that cannot be written, Spark not
      installed or unable to start (no Java, a bad SPARK_HOME or --conf)
   3  more files than --max-failures failed for reasons no retry can mend
      (malformed, unsupported, encrypted) and none failed for a reason a retry

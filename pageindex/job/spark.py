@@ -40,6 +40,7 @@ __all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_war
 log = logging.getLogger("pageindex.job.spark")
 WORKER_SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
 INSTALL_SPARK = "pageindex-job needs pyspark: pip install 'pageindex[spark]'"
+LOG_FORMAT = "[pageindex] %(message)s"
 
 
 def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] | None = None) -> None:
@@ -222,7 +223,7 @@ def _checkpoint(state: RunState | None, decided: Any) -> None:
 def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | None = "local[*]") -> int:
     """Entry point; `spark` may be given (tests, notebooks), else one is created or reused.
     The exit code follows pageindex.errors' rule (config.EXIT_CODES)."""
-    logging.basicConfig(level=logging.WARNING, format="[pageindex] %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     # On the handlers: py4j logs on the root logger and on its own (py4j.clientserver), whose
     # records reach the root's handlers without passing the root logger's filters.
     for handler in logging.getLogger().handlers:
@@ -237,6 +238,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
             spark = own = _start_session(config, master)
         else:
             apply_conf(spark, config.spark_conf)
+        if console_progress(spark):
+            _log_on_fresh_lines()
         return run(config, spark)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (shutdown.Terminated)
         return _stopped(spark, own)
@@ -281,6 +284,14 @@ def console_progress(spark: Any) -> bool:
         return spark.sparkContext.getConf().get(CONSOLE_PROGRESS, "false").strip().lower() == "true"
     except Exception:  # noqa: BLE001 - a session going away: a newline too many harms nothing
         return True
+
+
+def _log_on_fresh_lines() -> None:
+    """The job's log lines (found ..., progress: ...) start with a newline, as `say` does: the
+    progress bar may be on the line."""
+    for handler in logging.getLogger().handlers:
+        if handler.formatter is not None and handler.formatter._fmt == LOG_FORMAT:
+            handler.setFormatter(logging.Formatter("\n" + LOG_FORMAT))
 
 
 def _not_interrupted(record: logging.LogRecord) -> bool:

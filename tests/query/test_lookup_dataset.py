@@ -15,7 +15,7 @@ import pytest
 
 import pageindex.query.lookup as lookup_module
 from pageindex.cli import main
-from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.errors import FooterMissingError, MalformedFileError, UnsupportedFileError
 from pageindex.query.lookup import lookup
 from pageindex.query.predicate import PredicateError
 from tests.helpers.predicates import table_difference
@@ -255,7 +255,7 @@ def test_malformed_file_in_a_directory_is_left_out(tmp_path):
     want = ds.dataset([str(tmp_path / "a.parquet"), str(tmp_path / "c.parquet")]).to_table(
         filter=pc.field("id") >= 50)
     assert table_difference(got.sort_by("id"), want.sort_by("id")) is None and got.num_rows == 150
-    assert [(p.rsplit("/", 1)[-1], type(e)) for p, e in stats.files_failed] == [("b.parquet", MalformedFileError)]
+    assert [(p.rsplit("/", 1)[-1], type(e)) for p, e in stats.files_failed] == [("b.parquet", FooterMissingError)]
     assert stats.files == 2 and stats.files_skipped == [] and broken.read_bytes() == before
     with pytest.raises(MalformedFileError) as err:
         lookup(str(tmp_path), "id >= 50", strict=True)
