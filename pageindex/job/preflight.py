@@ -53,6 +53,10 @@ def _check_local(url: str, path: str, what: str) -> None:
     enough: root passes every access() check, and a read-only mount or /proc refuses anyway."""
     if os.path.isdir(path):
         raise UsageError(f"{what} cannot be written here: it is a directory", path=url)
+    if os.path.exists(path) and not os.path.isfile(path):  # /dev/stdout, a named pipe: opened at the end
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{what} cannot be written here: permission denied", path=url)
+        return
     parent = os.path.dirname(path)
     ancestor = parent
     while not os.path.lexists(ancestor):
@@ -71,7 +75,7 @@ def _check_local(url: str, path: str, what: str) -> None:
         with open(probe, "xb"):
             pass
         os.unlink(probe)
-        if os.path.exists(path):
+        if os.path.isfile(path):
             with open(path, "ab"):  # nothing written: its mtime and bytes stay
                 pass
     except OSError as err:
@@ -83,6 +87,8 @@ def _check_local(url: str, path: str, what: str) -> None:
                 os.rmdir(directory)
             except OSError:
                 break
+
+
 def _probe(url: str, fs: Any, path: str, what: str) -> None:
     """Write and remove an empty object next to the report: what the store allows, learned now."""
     probe = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.probe-{uuid.uuid4().hex}")

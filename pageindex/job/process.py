@@ -343,8 +343,6 @@ def _copy_local(src: str, dst: str) -> None:
         raise
 
 
-
-
 def _copied_in_kernel(src: int, dst: int, size: int) -> bool:
     """Copy `size` bytes between descriptors with copy_file_range; False where the kernel or the
     filesystem cannot (the caller then copies through user space)."""

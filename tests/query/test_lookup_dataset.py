@@ -271,9 +271,9 @@ def test_cli_lookup_warns_about_a_malformed_file_and_exits_3(tmp_path, capsys):
     out = json.loads(captured.out)
     assert out["num_rows"] == 150
     assert [(f["path"].rsplit("/", 1)[-1], f["error"]) for f in out["io"]["files_failed"]] == [
-        ("b.parquet", "MalformedFileError")]
+        ("b.parquet", "FooterMissingError")]
     warnings = [line for line in captured.err.splitlines() if "b.parquet" in line]
-    assert len(warnings) == 1 and "skipped" in warnings[0] and "MalformedFileError" in warnings[0]
+    assert len(warnings) == 1 and "skipped" in warnings[0] and "FooterMissingError" in warnings[0]
     # --strict fails the whole lookup (its exit code is main()'s rule for the error).
     assert main(["lookup", str(tmp_path), "--where", "id >= 50", "--strict"]) != 0
     assert "b.parquet" in capsys.readouterr().err
