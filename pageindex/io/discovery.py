@@ -80,6 +80,20 @@ def _formats_below(root: str, names: list[str]) -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
+def tidy_local(path: str) -> str:
+    """A local path absolute, with its `.` and `..` resolved as the OS resolves them (a `..`
+    after a link leads to the parent of the link's target): the prefix up to the last of them
+    is resolved whole, the rest kept as typed, links included. Without them: the path as typed,
+    made absolute."""
+    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    parts = joined.split("/")
+    dots = [i for i, part in enumerate(parts) if part in (".", "..")]
+    if not dots:
+        return os.path.normpath(joined)
+    head, rest = "/".join(parts[: dots[-1] + 1]), [p for p in parts[dots[-1] + 1:] if p]
+    return os.path.join(_real_directory(head), *rest)
+
+
 def canonical_local(path: str) -> str:
     """A local path absolute, with `.`, `..` and the links among its directories resolved as the
     OS resolves them, its own name kept (a link named stays a link; a glob's pattern, below its
@@ -263,7 +277,7 @@ def input_root(raw: str, storage_options: dict[str, Any] | None = None) -> str:
     directory above its first wildcard)."""
     fs, path = resolve(raw, storage_options=storage_options or {})
     if isinstance(fs, LocalFileSystem):
-        path = canonical_local(path)
+        path = tidy_local(path)
     return _with_protocol(fs, glob_root(path) if any(c in path for c in "*?[") else path, raw)
 
 
@@ -322,7 +336,7 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
             # A long-lived driver must see the store as it is now, not as an earlier run listed it.
             fs.invalidate_cache()
         if isinstance(fs, LocalFileSystem):  # `../lake` and `/abs/lake` list the same URLs
-            path = canonical_local(path)
+            path = tidy_local(path)
         resolved.append((raw, fs, path))
     local = all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved)  # a disk, not a store's latency
     threads = 1 if local else LISTING_THREADS

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from pageindex.errors import StorageError, UsageError
-from pageindex.io.discovery import canonical_local
+from pageindex.io.discovery import tidy_local
 from pageindex.io.storage import normalize_url, resolve
 
 
@@ -34,12 +34,12 @@ def check_report_path(url: str | None, storage_options: dict[str, Any], what: st
 
 
 def normalised(url: str | None) -> str | None:
-    """A local output path made absolute, `.` and `..` resolved and the links among its parent
-    directories followed (the file's own name kept): the same place however it was typed, and
-    from whichever working directory it is written. A URL of an object store as it is."""
+    """A local output path made absolute with its `.` and `..` resolved (io.discovery.tidy_local):
+    the same place from whichever working directory it is written (the job's executors may not
+    share the driver's). A URL of an object store as it is."""
     if url is None or ("://" in url and not url.startswith("file://")):
         return url
-    return canonical_local(normalize_url(url))
+    return tidy_local(normalize_url(url))
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

@@ -32,15 +32,16 @@ def test_pseudo_filesystems_refuse(where):
         check_report_path(where, {}, "the state")
 
 
-def test_normalised_is_absolute_with_dots_and_linked_parents_resolved(tmp_path, monkeypatch):
+def test_normalised_is_absolute_with_dots_resolved_as_the_os_does(tmp_path, monkeypatch):
     (tmp_path / "real" / "sub").mkdir(parents=True)
-    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "sub", target_is_directory=True)
     monkeypatch.chdir(tmp_path / "real" / "sub")
     assert normalised("../r.parquet") == str(tmp_path / "real" / "r.parquet")
-    assert normalised(f"{tmp_path}/link/./sub/../r.parquet") == str(tmp_path / "real" / "r.parquet")
-    assert normalised(f"file://{tmp_path}/link/r.parquet") == str(tmp_path / "real" / "r.parquet")
-    # the file's own name is kept, even a link
-    (tmp_path / "real" / "named").symlink_to(tmp_path / "real" / "sub")
-    assert normalised(str(tmp_path / "link" / "named")) == str(tmp_path / "real" / "named")
+    assert normalised("./x/r.parquet") == str(tmp_path / "real" / "sub" / "x" / "r.parquet")
+    # `..` after a link: the parent of its target, as open() would go (not a lexical cut)
+    assert normalised(f"{tmp_path}/link/../r.parquet") == str(tmp_path / "real" / "r.parquet")
+    # without dots, links are kept as typed
+    assert normalised(f"file://{tmp_path}/link/r.parquet") == str(tmp_path / "link" / "r.parquet")
+    assert normalised("relative.parquet") == str(tmp_path / "real" / "sub" / "relative.parquet")
     assert normalised("s3://bucket/a/../r.parquet") == "s3://bucket/a/../r.parquet"
     assert normalised(None) is None
