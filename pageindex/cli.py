@@ -17,6 +17,7 @@ from pageindex.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PERMANENT,
+    EXIT_USAGE,
     NotParquetError,
     PageIndexError,
     UsageError,
@@ -46,7 +47,7 @@ from pageindex.job.process import (
     process_task,
     process_to,
 )
-from pageindex.job.preflight import check_report_path
+from pageindex.job.preflight import check_report_path, normalised
 from pageindex.job.report import summary, write_report
 from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.job.state import RunState, add_state_argument
@@ -113,6 +114,7 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
         raise UsageError("--copy-unchanged applies to --output only (in place, files that need no "
                          "change stay as they are)")
     started = time.monotonic()
+    args.report, args.state = normalised(args.report), normalised(args.state)
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options, args.follow_links)
     check_report_path(args.report, args.storage_options)
     check_report_path(args.state, args.storage_options, "the state")
@@ -289,13 +291,14 @@ The old form `retrofit SRC DST` (DST not existing) is refused with exit code
 
 EXIT_CODES = """\
 exit codes (every command, and pageindex-job, follow one rule):
-  0  every file ended well (retrofit: indexed, already indexed or skipped;
-     verify: every page index agrees with the data)
+  0  every file ended well (retrofit: indexed, already indexed, skipped, or
+     left for a later run: being written, read-only; verify: every page index
+     agrees with the data)
   1  a failure a retry may mend: storage errors and throttling, a worker
      process that died, a report that could not be written
-  2  usage: bad arguments, a missing input, an output that would overwrite an
-     input, an existing file or a directory, an unwritable --report; nothing
-     was written
+  2  usage: bad arguments, a malformed --storage-option, a missing input, an
+     output that would overwrite an input, an existing file or a directory, a
+     --report or --state that cannot be written; nothing was written
   3  files failed for reasons no retry can mend (malformed, unsupported,
      encrypted, changed while read; verify: a page index that contradicts the
      data) and none failed for a reason a retry may mend"""
@@ -445,8 +448,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.subparser.error(str(err))
     try:
         args.storage_options = storage_options_from(args.s3_endpoint_url, args.storage_option, args.s3_transport)
-    except ValueError as err:
-        args.subparser.error(str(err))
+    except ValueError as err:  # one line: the usage would bury which option is wrong
+        print(f"{args.subparser.prog}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return args.run(args)
     except UsageError as err:

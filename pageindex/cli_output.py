@@ -65,7 +65,7 @@ def describe(record: dict[str, Any]) -> str:
                           *notes])
     if status == Status.SKIPPED and record["output"]:
         return f"{path}: {status}: {record['reason']} (copied to {record['output']})"
-    if status in (Status.SKIPPED, Status.UNCHANGED, *NOT_DONE):
+    if status in (Status.SKIPPED, Status.UNCHANGED, Status.BEING_WRITTEN, Status.READ_ONLY, *NOT_DONE):
         return f"{path}: {status}: {record['reason']}"
     with_ci, without = record["chunks_with_column_index"], record["chunks_without_column_index"]
     from_stats = record["chunks_from_page_stats"]

@@ -75,6 +75,11 @@ class NotParquetError(MalformedFileError):
     """The file does not start with Parquet magic: it is some other kind of file."""
 
 
+class FooterMissingError(MalformedFileError):
+    """The file starts as Parquet but ends before a footer: broken, or still being written (a
+    direct writer puts the footer last); the job tells them apart by the file's age."""
+
+
 class ThriftDecodeError(MalformedFileError):
     """A Thrift compact-protocol structure is truncated, too deep or otherwise invalid."""
 
@@ -89,6 +94,11 @@ class EncryptedFileError(PageIndexError):
 
 class UnsupportedFileError(PageIndexError):
     """A valid file using a feature pageindex does not handle (e.g. the LZO codec)."""
+
+
+class ReadOnlyFileError(PageIndexError):
+    """A file to be replaced in place whose permissions allow no one to write it (no w bit): its
+    owner said it must not change, so it is left as is (rename would replace it regardless)."""
 
 
 class UsageError(PageIndexError):

@@ -4,6 +4,8 @@ The only module that runs the whole pipeline; each stage lives in its own module
 """
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Iterator
 
-from pageindex.errors import ConcurrentModificationError, PageIndexError
+from pageindex.errors import ConcurrentModificationError, PageIndexError, ReadOnlyFileError
 from pageindex.format.collector import collector_paused
 from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES, Footer
 from pageindex.format.opened import OpenAhead, open_file
@@ -46,8 +48,10 @@ __all__ = ["ChunkReport", "NoSkipping", "RetrofitResult", "Status", "Violation",
 class Status(StrEnum):
     """A file's outcome. retrofit gives the first five (REPAIRED: its existing index was wrong and
     is rebuilt; REPAIR_NEEDED: the same, found by a dry run); the job gives the others to files
-    it skipped (not Parquet), found changed while processed, or failed on, and UNCHANGED to
-    files not opened because they are listed as a run state recorded them (--state)."""
+    it skipped (not Parquet), found changed while processed, or failed on, UNCHANGED to
+    files not opened because they are listed as a run state recorded them (--state),
+    BEING_WRITTEN to recent files whose footer is not there yet and READ_ONLY to files in
+    place that no one may write: both left as they are for a later run."""
 
     INDEXED = "indexed"
     ALREADY_INDEXED = "already_indexed"
@@ -58,6 +62,8 @@ class Status(StrEnum):
     CHANGED = "changed"
     FAILED = "failed"
     UNCHANGED = "unchanged"
+    BEING_WRITTEN = "being_written"
+    READ_ONLY = "read_only"
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,8 @@ def retrofit(src: str, dst: str | None = None, *, truncate_length: int = 64, for
                                    notes=chosen.notes)
             if dst is None:
                 dst_fs, dst_path = source.fs, source.path
+                if not dry_run:
+                    _refuse_read_only(source)
             kept = kept_prefix(source, footer, plan)
             pending = None if dry_run else begin_commit(source, kept.length, dst_path, dst_fs)
             with _undone_on_failure(source, pending):
@@ -253,6 +261,17 @@ def _result(src: str, output: str | None, status: Status, source: Source, footer
     copied = sum(length for _, length, purpose in source.stats.ranges if purpose == COPY)
     return RetrofitResult(src, output, status, source.size, bytes_out, len(footer.chunks), reports,
                           source.stats.bytes_read, time.monotonic() - started, violations, copied, notes)
+
+
+def _refuse_read_only(source: Source) -> None:
+    """A local file in place whose mode has no write bit: its owner froze it. The commit renames
+    over it, which the file's own mode does not prevent, so it is refused here (ReadOnlyFileError)."""
+    if not source.local:
+        return
+    mode = stat.S_IMODE(os.stat(source.path).st_mode)
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise ReadOnlyFileError(f"read-only (mode {mode:04o}): left as is; make it writable "
+                                "(chmod u+w) to index it in place", path=source.path)
 
 
 @contextmanager

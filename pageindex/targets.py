@@ -8,8 +8,10 @@ import posixpath
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fsspec.implementations.local import LocalFileSystem
+
 from pageindex.errors import OutputRefusedError
-from pageindex.io.discovery import Discovery, InputFile, discover
+from pageindex.io.discovery import Discovery, InputFile, discover, tidy_local
 from pageindex.io.storage import resolve
 from pageindex.job.spark import check_modes
 
@@ -48,7 +50,7 @@ def _targets(found: Discovery, paths: list[str], storage_options: dict[str, Any]
     for path in paths:
         fs, inner = resolve(path, storage_options=storage_options)
         if not _is_glob(path) and not fs.isdir(inner):
-            named.add(inner)
+            named.add(tidy_local(inner) if isinstance(fs, LocalFileSystem) else inner)
     return [Target(f, None, resolve(f.url, storage_options=storage_options)[1] in named) for f in found.files]
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from pageindex.errors import EncryptedFileError, MalformedFileError, NotParquetError, PageIndexError
+from pageindex.errors import (EncryptedFileError, FooterMissingError, MalformedFileError, NotParquetError,
+                              PageIndexError)
 from pageindex.format.collector import collector_paused
 from pageindex.format.parquet_thrift import ColumnChunk, ColumnMetaData, FileMetaData, KeyValue, RowGroup, Type
 from pageindex.format.schema import Leaf, leaves_of
@@ -117,11 +118,11 @@ class Footer:
 def parse_tail(tail: bytes, file_size: int, path: str) -> int:
     """Check the trailing magic and return the FileMetaData length from the last 8 bytes."""
     if file_size < 12:
-        raise MalformedFileError(f"file is {file_size} bytes, too small for Parquet", path=path)
+        raise FooterMissingError(f"file is {file_size} bytes, too small for Parquet", path=path)
     if tail[-4:] == ENCRYPTED_MAGIC:
         raise EncryptedFileError("encrypted footer (PARE magic); pageindex cannot index it", path=path)
     if tail[-4:] != MAGIC:
-        raise MalformedFileError("no Parquet magic at end of file", path=path)
+        raise FooterMissingError("no Parquet magic at end of file", path=path)
     (length,) = struct.unpack("<I", tail[-8:-4])
     if length == 0 or length > file_size - 12 or length > MAX_FOOTER_BYTES:
         raise MalformedFileError(

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
+import hashlib
 import os
 import posixpath
+import re
+import socket
 import stat
 import threading
 import time
@@ -27,24 +31,59 @@ TEMP_TAG = ".pageindex-tmp-"
 
 # The longest directory entry ext4, XFS, btrfs and tmpfs allow, in bytes.
 NAME_MAX = 255
-_UNIQUE_HEX = 32
+# A temporary's suffix names its writer: HOST-PID-UNIQUE, HOST 8 hex digits of the machine (and
+# PID namespace), PID the writing process (at most 7 digits: Linux's PID_MAX_LIMIT is 2^22).
+_SUFFIX = re.compile(r"([0-9a-f]{8})-([0-9]{1,7})-[0-9a-f]{32}")
+_SUFFIX_MAX = 8 + 1 + 7 + 1 + 32
 
 
+@functools.lru_cache(maxsize=1)
+def host_token() -> str:
+    """8 hex digits naming this machine's process space: its host name, its boot (a reboot ends
+    every writer) and its PID namespace (two containers may share a host name, not their PIDs)."""
+    parts = [socket.gethostname()]
+    for where, read in (("/proc/sys/kernel/random/boot_id", lambda p: open(p).read().strip()),
+                        ("/proc/self/ns/pid", os.readlink)):
+        try:
+            parts.append(read(where))
+        except OSError:
+            parts.append("")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
 
 
 def temp_prefix(name: str) -> str:
     """What every temporary for the file `name` starts with (hidden, so dataset readers skip it).
     A long name is cut so that prefix + a unique suffix still fits in one directory entry."""
-    room = NAME_MAX - len(TEMP_TAG) - 1 - _UNIQUE_HEX
+    room = NAME_MAX - len(TEMP_TAG) - 1 - _SUFFIX_MAX
     while len(os.fsencode(name)) > room:
         name = name[:-1]
     return f".{name}{TEMP_TAG}"
 
 
 def temp_name(path: str) -> str:
-    """A unique temporary sibling of `path`."""
+    """A unique temporary sibling of `path`, named after this process (see writer_gone)."""
     head, name = os.path.split(path)
-    return os.path.join(head, temp_prefix(name) + uuid.uuid4().hex)
+    return os.path.join(head, f"{temp_prefix(name)}{host_token()}-{os.getpid()}-{uuid.uuid4().hex}")
+
+
+def writer_gone(suffix: str) -> bool:
+    """Whether the process that named a temporary with this suffix (after temp_prefix) is known
+    to be gone: it ran on this machine, in this PID namespace, and no process has its PID now.
+    Unknown (another host, an older name without its writer, a PID now alive, possibly reused):
+    False, and the temporary waits for its age."""
+    match = _SUFFIX.fullmatch(suffix)
+    if match is None or match.group(1) != host_token():
+        return False
+    pid = int(match.group(2))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: alive, another user's
+        return False
+    return False
 
 
 # renameat2(RENAME_EXCHANGE) (Linux 3.15+, glibc 2.28+) swaps two names in one atomic step.
@@ -331,7 +370,9 @@ def cleanup_point(fs: Any, in_place: bool) -> CleanupAt:
 
 def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
     """Remove what dead attempts left for this file: temporary siblings (local) or incomplete
-    multipart uploads (S3), if older than `older_than` seconds (younger ones may be live)."""
+    multipart uploads (S3), if older than `older_than` seconds (younger ones may be live). A
+    local temporary whose writer is gone (writer_gone: same machine, its process dead) is
+    removed at once, whatever its age."""
     now = time.time()
     removed = 0
     if is_s3(fs):
@@ -359,11 +400,12 @@ def clean_stale_temporaries(fs: Any, path: str, older_than: float) -> int:
     except (FileNotFoundError, NotADirectoryError):
         return 0
     for candidate in siblings:
-        if not posixpath.basename(candidate).startswith(prefix):
+        base = posixpath.basename(candidate)
+        if not base.startswith(prefix):
             continue
         try:
             info = fs.info(candidate)
-            if now - float(info.get("mtime") or now) > older_than:
+            if writer_gone(base[len(prefix):]) or now - float(info.get("mtime") or now) > older_than:
                 fs.rm_file(candidate)
                 removed += 1
         except FileNotFoundError:

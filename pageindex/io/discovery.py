@@ -81,6 +81,36 @@ def _formats_below(root: str, names: list[str]) -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
+def tidy_local(path: str) -> str:
+    """A local path absolute, with its `.` and `..` resolved as the OS resolves them (a `..`
+    after a link leads to the parent of the link's target): the prefix up to the last of them
+    is resolved whole, the rest kept as typed, links included. Without them: the path as typed,
+    made absolute."""
+    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    parts = joined.split("/")
+    dots = [i for i, part in enumerate(parts) if part in (".", "..")]
+    if not dots:
+        return os.path.normpath(joined)
+    head, rest = "/".join(parts[: dots[-1] + 1]), [p for p in parts[dots[-1] + 1:] if p]
+    return os.path.join(_real_directory(head), *rest)
+
+
+def canonical_local(path: str) -> str:
+    """A local path absolute, with `.`, `..` and the links among its directories resolved as the
+    OS resolves them, its own name kept (a link named stays a link; a glob's pattern, below its
+    directory, stays as typed): the same path however it was typed and from wherever."""
+    path = os.path.abspath(path)
+    root = glob_root(path) if any(c in path for c in "*?[") else path
+    head, name = os.path.split(root)
+    real = _real_directory(root) if name in ("", ".", "..") else os.path.join(_real_directory(head), name)
+    return real + path[len(root):]
+
+
+@functools.lru_cache(maxsize=4096)  # a million files in a few thousand directories
+def _real_directory(path: str) -> str:
+    return os.path.realpath(path)
+
+
 def glob_root(path: str) -> str:
     """The directory above the first glob character: partition folders below it are kept."""
     parts = path.split("/")
@@ -260,6 +290,8 @@ def input_root(raw: str, storage_options: dict[str, Any] | None = None) -> str:
     """What the URL of every file discover() lists under input `raw` starts with (a glob's
     directory above its first wildcard)."""
     fs, path = resolve(raw, storage_options=storage_options or {})
+    if isinstance(fs, LocalFileSystem):
+        path = tidy_local(path)
     return _with_protocol(fs, glob_root(path) if any(c in path for c in "*?[") else path, raw)
 
 
@@ -319,6 +351,8 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
             fs, path = resolve(raw, storage_options=storage_options)
             # A long-lived driver must see the store as it is now, not as an earlier run listed it.
             fs.invalidate_cache()
+        if isinstance(fs, LocalFileSystem):  # `../lake` and `/abs/lake` list the same URLs
+            path = tidy_local(path)
         resolved.append((raw, fs, path))
     local = all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved)  # a disk, not a store's latency
     threads = 1 if local else LISTING_THREADS

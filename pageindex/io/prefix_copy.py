@@ -60,12 +60,20 @@ def _descriptor(out: Any) -> int | None:
         return None
 
 
+# copy_file_range's answers for "not here": no syscall, two filesystems (EXDEV: every kernel
+# before 5.3 and since 5.19, for most pairs of filesystems), or one that does not implement it.
+NO_KERNEL_COPY = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP})
+
+
 def _copy_in_kernel(source: Source, fd: int, pos: int, length: int, stop: threading.Event | None) -> int:
-    """Copy source[pos:length] with copy_file_range, each block handed to the disk at once."""
+    """Copy source[pos:length] with copy_file_range, each block handed to the disk at once; where
+    it stopped when the kernel cannot copy between these files (the caller copies the rest)."""
     while pos < length and not (stop and stop.is_set()):
         try:
             sent = os.copy_file_range(source.fileno(), fd, min(COPY_BLOCK, length - pos), pos, pos)
         except OSError as err:
+            if err.errno in NO_KERNEL_COPY:
+                return pos  # another filesystem (EXDEV) or none of this: the caller copies the rest
             raise StorageError(f"copy failed: {err}", path=source.path, offset=pos) from err
         if sent == 0:
             raise StorageError("file shrank while copying", path=source.path, offset=pos)

@@ -357,7 +357,15 @@ def storage_options_from(endpoint_url: str | None, pairs: Iterable[str] = (),
                 raise ValueError(f"storage option {pair!r}: {name} is already set to a value")
             node = child
         node[leaf] = value
+    for name in _NESTED_OPTIONS:
+        if name in options and not isinstance(options[name], dict):
+            raise ValueError(f"storage option {name}={options[name]!r}: {name} takes a JSON object "
+                             f"({name}={{\"key\": ...}}) or dotted keys ({name}.KEY=VALUE)")
     return options
+
+
+# The s3fs options that are dictionaries passed on to botocore: a text there fails deep inside.
+_NESTED_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs")
 
 
 def resolve(path: str, filesystem: Any = None, storage_options: dict[str, Any] | None = None

@@ -12,6 +12,7 @@ from typing import Any, NoReturn, Sequence
 from pageindex.errors import EXIT_OK, EXIT_USAGE, UsageError
 from pageindex.io.storage import add_transport_argument, resolve, storage_options_from
 from pageindex.job import lake
+from pageindex.job.preflight import normalised
 from pageindex.job.process import JobOptions, add_index_arguments, check_bloom_arguments, index_options
 from pageindex.job.state import add_state_argument
 from pageindex.job.tasks import parse_size
@@ -20,11 +21,13 @@ PROG = "pageindex-job"
 
 EXIT_CODES = """\
 exit codes:
-  0  every file ended well, or no more failed than --max-failures
+  0  every file ended well (files being written and read-only files are left
+     for a later run), or no more failed than --max-failures
   1  a failure a retry may mend: storage errors and throttling, lost executors,
      a failed Spark job, a report that could not be written (retry the run)
   2  usage or configuration, found before any file was changed: bad arguments,
-     a missing input, an unknown table, an unwritable --report, Spark not
+     a malformed --storage-option, a missing input, an unknown table, a
+     --report, --summary-json or --state that cannot be written, Spark not
      installed or unable to start (no Java, a bad SPARK_HOME or --conf)
   3  more files than --max-failures failed for reasons no retry can mend
      (malformed, unsupported, encrypted) and none failed for a reason a retry
@@ -144,10 +147,12 @@ class JobConfig:
             inputs=tuple(args.input or ()), table=args.table, iceberg_table=args.iceberg_table,
             in_place=args.in_place, options=options,
             target_task_bytes=_size("--target-task-bytes", args.target_task_bytes),
-            max_failures=args.max_failures, report=args.report, summary_json=args.summary_json,
+            # Absolute: executors and the driver may not share a working directory.
+            max_failures=args.max_failures, report=normalised(args.report),
+            summary_json=normalised(args.summary_json),
             progress_seconds=args.progress_seconds,
             table_format=args.table_format, commit_batch_files=args.commit_batch_files,
-            spark_conf=tuple(_conf_pair(pair) for pair in args.spark_conf), state=args.state,
+            spark_conf=tuple(_conf_pair(pair) for pair in args.spark_conf), state=normalised(args.state),
         )
 
 

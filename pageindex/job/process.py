@@ -18,13 +18,20 @@ from typing import Any, Iterator, Sequence
 
 from fsspec.implementations.local import LocalFileSystem
 
-from pageindex.errors import ConcurrentModificationError, NotParquetError, PageIndexError, retryable
+from pageindex.errors import (
+    ConcurrentModificationError,
+    FooterMissingError,
+    NotParquetError,
+    PageIndexError,
+    ReadOnlyFileError,
+    retryable,
+)
 from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
 from pageindex.io.commit import temp_name
-from pageindex.io.prefix_copy import COPY_BLOCK
+from pageindex.io.prefix_copy import COPY_BLOCK, NO_KERNEL_COPY
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.job.tasks import parse_size
@@ -34,6 +41,8 @@ from pageindex.shutdown import stops_cleanly
 log = logging.getLogger("pageindex.job.spark")
 # Outcomes that leave the file as it is: --copy-unchanged copies them to the output.
 UNCHANGED = (Status.ALREADY_INDEXED, Status.SKIPPED)
+# A local file without its footer modified this recently is taken as still being written.
+BEING_WRITTEN_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,9 @@ class JobOptions:
     # Follow local symbolic links that lead outside an input's real path (--follow-links);
     # by default they are skipped with a warning, as are a table's files outside its root.
     follow_links: bool = False
+    # A local file whose footer is missing and that changed less than this ago is left for the
+    # next run (status being_written), not failed.
+    being_written_seconds: float = BEING_WRITTEN_SECONDS
 
     @property
     def bloom(self) -> BloomOptions:
@@ -106,6 +118,12 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--follow-links", action="store_true",
                         help="also follow local symbolic links that lead outside an input's real path "
                              "(as find -L, rsync -L); by default they are skipped with a warning")
+    parser.add_argument("--being-written-seconds", type=_seconds, default=BEING_WRITTEN_SECONDS,
+                        metavar="N",
+                        help="a local file that ends before its footer and was modified less than "
+                             f"N seconds ago is being written: left for the next run (status "
+                             f"being_written, not a failure); older, it is broken (default "
+                             f"{BEING_WRITTEN_SECONDS:.0f})")
     add_bloom_arguments(parser)
 
 
@@ -121,13 +139,25 @@ def _page_bytes(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds, at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, at least 0, not {text!r}")
+    return value
+
+
 def index_options(args: argparse.Namespace, **more: Any) -> JobOptions:
     """The JobOptions the flags of add_index_arguments say, with `more` (output, storage, ...)."""
     return JobOptions(dry_run=args.dry_run, force=args.force, verify_existing=args.verify_existing,
                       truncate_length=args.truncate_length, trust_page_stats=args.trust_page_stats,
                       chunk_statistics=not args.keep_chunk_statistics, bloom_filter=args.bloom_filter,
                       bloom_fpp=args.bloom_fpp, bloom_max_bytes=args.bloom_max_bytes,
-                      max_page_bytes=args.max_page_bytes, follow_links=args.follow_links, **more)
+                      max_page_bytes=args.max_page_bytes, follow_links=args.follow_links,
+                      being_written_seconds=args.being_written_seconds, **more)
 
 
 def add_bloom_arguments(parser: argparse.ArgumentParser) -> None:
@@ -242,6 +272,15 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
         record["notes"] = list(result.notes)
     except NotParquetError as err:
         record.update(status=Status.SKIPPED, reason=err.reason)
+    except ReadOnlyFileError as err:
+        record.update(status=Status.READ_ONLY, reason=err.reason)
+    except FooterMissingError as err:
+        age = _age(fs, path)
+        if age is not None and age < options.being_written_seconds:
+            record.update(status=Status.BEING_WRITTEN,
+                          reason=f"{err.reason}, modified {age:.0f}s ago: left for the next run")
+        else:
+            record.update(status=Status.FAILED, reason=f"{type(err).__name__}: {err.message(with_path=False)}")
     except PageIndexError as err:
         changed = isinstance(err, ConcurrentModificationError)
         record.update(status=Status.CHANGED if changed else Status.FAILED,
@@ -256,6 +295,17 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
         _copy_unchanged(file, output, record, options)
     record["seconds"] = round(time.monotonic() - started, 6)
     return record
+
+
+def _age(fs: Any, path: str) -> float | None:
+    """Seconds since a local file was last modified; None elsewhere (an object store shows an
+    object only once it is whole, so one without its footer is never still being written)."""
+    if not isinstance(fs, LocalFileSystem):
+        return None
+    try:
+        return max(0.0, time.time() - os.stat(path).st_mtime)
+    except OSError:
+        return None
 
 
 def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str, Any]:
@@ -321,11 +371,6 @@ def _copy_local(src: str, dst: str) -> None:
         raise
 
 
-# copy_file_range's answers for "not here": no syscall, across filesystems (old kernels), or a
-# filesystem that does not implement it.
-_NO_KERNEL_COPY = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP})
-
-
 def _copied_in_kernel(src: int, dst: int, size: int) -> bool:
     """Copy `size` bytes between descriptors with copy_file_range; False where the kernel or the
     filesystem cannot (the caller then copies through user space)."""
@@ -336,7 +381,7 @@ def _copied_in_kernel(src: int, dst: int, size: int) -> bool:
         try:
             sent = os.copy_file_range(src, dst, size - pos, pos, pos)
         except OSError as err:
-            if err.errno in _NO_KERNEL_COPY:
+            if err.errno in NO_KERNEL_COPY:
                 return False
             raise
         if sent == 0:

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence, TextIO
 
 from pageindex.errors import (
     EXIT_INTERRUPTED,
@@ -40,6 +40,7 @@ __all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_war
 log = logging.getLogger("pageindex.job.spark")
 WORKER_SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
 INSTALL_SPARK = "pageindex-job needs pyspark: pip install 'pageindex[spark]'"
+LOG_FORMAT = "[pageindex] %(message)s"
 
 
 def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] | None = None) -> None:
@@ -132,7 +133,7 @@ def run(config: JobConfig, spark: Any) -> int:
             with storage_errors("write the state", config.state):
                 state.save()
         except PageIndexError as err:
-            print(f"{PROG}: error: {err}", file=sys.stderr)
+            say(spark, f"{PROG}: error: {err}", sys.stderr)
             code = combined_exit_code([code, exit_code(err)])
         records = sorted(records + unchanged, key=lambda r: r["path"])
     report, report_error = config.report, None
@@ -144,18 +145,18 @@ def run(config: JobConfig, spark: Any) -> int:
             report, report_error = None, err
             code = combined_exit_code([code, exit_code(err)])
     seconds = time.monotonic() - started
-    print(summary(records, seconds, report=report), flush=True)
+    say(spark, summary(records, seconds, report=report))
     if commits:
-        print(commits, flush=True)
+        say(spark, commits)
     if report_error is not None:
-        print(f"{PROG}: error: {report_error}", file=sys.stderr)
+        say(spark, f"{PROG}: error: {report_error}", sys.stderr)
     if config.summary_json:
         try:
             with storage_errors("write the summary", config.summary_json):
                 write_summary_json(summary_document(records, seconds, code, report), config.summary_json,
                                    config.storage_options)
         except PageIndexError as err:
-            print(f"{PROG}: error: {err}", file=sys.stderr)
+            say(spark, f"{PROG}: error: {err}", sys.stderr)
             code = combined_exit_code([code, exit_code(err)])
     return code
 
@@ -224,7 +225,7 @@ def _checkpoint(state: RunState | None, decided: Any) -> None:
 def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | None = "local[*]") -> int:
     """Entry point; `spark` may be given (tests, notebooks), else one is created or reused.
     The exit code follows pageindex.errors' rule (config.EXIT_CODES)."""
-    logging.basicConfig(level=logging.WARNING, format="[pageindex] %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     # On the handlers: py4j logs on the root logger and on its own (py4j.clientserver), whose
     # records reach the root's handlers without passing the root logger's filters.
     for handler in logging.getLogger().handlers:
@@ -239,26 +240,60 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
             spark = own = _start_session(config, master)
         else:
             apply_conf(spark, config.spark_conf)
+        if console_progress(spark):
+            _log_on_fresh_lines()
         return run(config, spark)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (shutdown.Terminated)
         return _stopped(spark, own)
     except SystemExit as exit_:  # --help
         return EXIT_OK if not exit_.code else EXIT_USAGE
     except PageIndexError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
+        say(spark, f"{PROG}: error: {err}", sys.stderr)
         return exit_code(err)
     except ImportError as err:
-        print(f"{PROG}: error: a filesystem needs a package that is not installed: {err}", file=sys.stderr)
+        say(spark, f"{PROG}: error: a filesystem needs a package that is not installed: {err}", sys.stderr)
         return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - Spark reports executor failures as Py4J errors
         if stopping():  # py4j may turn the interrupted call into an error of its own
             return _stopped(spark, own)
         if type(err).__module__.startswith(("py4j", "pyspark")):
             # Lost executors, a failed stage, a cluster that went away: a retry may pass.
-            print(f"{PROG}: error: the Spark job failed: {catalog.spark_message(err)}", file=sys.stderr)
+            say(spark, f"{PROG}: error: the Spark job failed: {catalog.spark_message(err)}", sys.stderr)
             return EXIT_RETRYABLE
         log.exception("internal error")
         return exit_code(err)
+
+
+def say(spark: Any, text: str, file: TextIO | None = None) -> None:
+    """Print one of the job's own lines (the summary, an error) at the start of a line: after
+    Spark's console progress bar, where it is on, a newline first. The bar ends with a carriage
+    return, not a newline, so in a captured log (2>&1) the line would otherwise continue the
+    bar's, and a filter dropping the bar's lines would drop it too."""
+    print(("\n" if console_progress(spark) else "") + text, file=file or sys.stdout, flush=True)
+
+
+# Spark's console progress bar: the job turns it off in the session it creates (its own
+# progress lines say more, on lines of their own); --conf spark.ui.showConsoleProgress=true
+# or a session given or reused may keep it on.
+CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
+
+
+def console_progress(spark: Any) -> bool:
+    """Whether `spark` (None: no session yet) may draw its console progress bar."""
+    if getattr(spark, "sparkContext", None) is None:
+        return False
+    try:
+        return spark.sparkContext.getConf().get(CONSOLE_PROGRESS, "false").strip().lower() == "true"
+    except Exception:  # noqa: BLE001 - a session going away: a newline too many harms nothing
+        return True
+
+
+def _log_on_fresh_lines() -> None:
+    """The job's log lines (found ..., progress: ...) start with a newline, as `say` does: the
+    progress bar may be on the line."""
+    for handler in logging.getLogger().handlers:
+        if handler.formatter is not None and handler.formatter._fmt == LOG_FORMAT:
+            handler.setFormatter(logging.Formatter("\n" + LOG_FORMAT))
 
 
 def _not_interrupted(record: logging.LogRecord) -> bool:
@@ -275,9 +310,11 @@ def _not_interrupted(record: logging.LogRecord) -> bool:
 
 
 def _stopped(spark: Any, own: Any) -> int:
+    progress = console_progress(spark)  # asked before the session stops
     stop(spark, own)
-    print(f"{PROG}: stopped: files being processed were left as they were (commits in flight undone); "
-          "no report written; a rerun goes on where this one stopped", file=sys.stderr)
+    print(("\n" if progress else "") + f"{PROG}: stopped: files being processed were left as they "
+          "were (commits in flight undone); no report written; a rerun goes on where this one stopped",
+          file=sys.stderr)
     return EXIT_INTERRUPTED
 
 
@@ -319,7 +356,8 @@ def _start_session(config: JobConfig, master: str | None) -> Any:
     # Python workers start as `python -m pyspark.daemon` in the working directory, which `-m`
     # puts first on sys.path: a folder named pageindex there (a clone's parent) would shadow
     # the installed package. PYTHONSAFEPATH (Python 3.11+) leaves the directory off.
-    builder = SparkSession.builder.appName("pageindex-retrofit").config(WORKER_SAFE_PATH, "1")
+    builder = (SparkSession.builder.appName("pageindex-retrofit").config(WORKER_SAFE_PATH, "1")
+               .config(CONSOLE_PROGRESS, "false"))
     if master:
         builder = builder.master(master)
     for key, value in config.spark_conf:

@@ -22,7 +22,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pageindex.errors import PageIndexError
 from pageindex.index.marker import options_key
 from pageindex.io.commit import temp_name
-from pageindex.io.discovery import InputFile, input_root
+from pageindex.io.discovery import InputFile, canonical_local, input_root
 from pageindex.io.storage import resolve, storage_errors
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
@@ -84,25 +84,57 @@ def run_key(options: JobOptions) -> str:
 def read_state(url: str, storage_options: dict[str, Any]) -> dict[str, Entry]:
     """The state at `url` by path; empty when there is none yet. An unreadable one (corrupt, not
     a state, a storage error) is one warning line naming it, and empty: every file is opened."""
+    return read_state_tidied(url, storage_options)[0]
+
+
+def read_state_tidied(url: str, storage_options: dict[str, Any]) -> tuple[dict[str, Entry], bool]:
+    """read_state, and whether any stored path was not as state_key names it (to be written
+    back tidy)."""
     try:
         with storage_errors("read the state", url):
             fs, path = resolve(url, storage_options=storage_options)
             if not fs.exists(path):
-                return {}
+                return {}, False
             data = fs.cat_file(path)
         return _entries(pq.read_table(pa.BufferReader(data)))
     except (PageIndexError, OSError, ValueError, pa.ArrowException) as err:
         log.warning("pageindex: warning: %s: the state cannot be read (%s); every file is opened this "
                     "run and the state is written anew at its end", url, err)
-        return {}
+        return {}, False
 
 
-def _entries(table: pa.Table) -> dict[str, Entry]:
+def _entries(table: pa.Table) -> tuple[dict[str, Entry], bool]:
     missing = [f.name for f in STATE_SCHEMA if f.name not in table.column_names]
     if missing:
         raise ValueError(f"not a pageindex state: no column {', '.join(missing)}")
     rows = table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA).to_pylist()
-    return {row["path"]: Entry(**row) for row in rows}
+    entries: dict[str, Entry] = {}
+    # A state written before its paths were normalised may hold one file under two spellings:
+    # the latest decision stands.
+    for row in sorted(rows, key=lambda row: row["decided_at"] or _EPOCH):
+        entry = Entry(**{**row, "path": state_key(row["path"]), "output": state_key(row["output"])})
+        entries[entry.path] = entry
+    untidy = len(entries) < len(rows) or any(
+        (row["path"], row["output"]) != (state_key(row["path"]), state_key(row["output"])) for row in rows)
+    return entries, untidy
+
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+
+
+def state_key(url: str | None) -> str | None:
+    """How the state names a file (or an output): a local path canonical (absolute, `.`, `..`
+    and links among its directories resolved, its own name kept), so that `../lake`,
+    `/abs/lake` and a linked parent name one file once; a URL of an object store as it is."""
+    if url is None or ("://" in url and not url.startswith("file://")):
+        return url
+    return canonical_local(url.removeprefix("file://"))
+
+
+def root_key(url: str) -> str:
+    """state_key of an input's root: a directory is resolved whole, as its files' keys are."""
+    key = str(state_key(url))
+    return os.path.realpath(key) if "://" not in key and os.path.isdir(key) else key
 
 
 def state_table(entries: Iterable[Entry]) -> pa.Table:
@@ -158,15 +190,16 @@ class RunState:
     def __init__(self, url: str, storage_options: dict[str, Any], inputs: Sequence[str],
                  options: JobOptions) -> None:
         self.url, self.storage_options = url, storage_options
-        self.previous = read_state(url, storage_options)
+        self.previous, self._untidy = read_state_tidied(url, storage_options)
         self._found = bool(self.previous)  # else written at the end even when nothing is decided
-        self.roots = tuple(input_root(raw, storage_options) for raw in inputs)
+        self.roots = tuple(root_key(input_root(raw, storage_options)) for raw in inputs)
         self.key = run_key(options)
         # --force and --verify-existing ask for every file to be opened; their outcomes are saved.
         self.skipping = not (options.force or options.verify_existing)
         self.saving = not options.dry_run
         self.started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-        self.listed: dict[str, tuple[InputFile, str | None]] = {}
+        self.listed: dict[str, tuple[InputFile, str | None]] = {}  # by the file's URL
+        self.listed_keys: set[str | None] = set()
         self.decided: dict[str, Entry] = {}
         self._since_saved, self._saved_at = 0, time.monotonic()
 
@@ -186,14 +219,16 @@ class RunState:
         """Note `file` as listed; the record saying it is unchanged when the state settles it,
         else None (it is to be processed)."""
         self.listed[file.url] = (file, output)
-        entry = self.previous.get(file.url)
+        key = state_key(file.url)
+        self.listed_keys.add(key)
+        entry = self.previous.get(str(key))
         if self.skipping and entry is not None and self._settles(entry, file, output):
             return _unchanged_record(file, output, entry)
         return None
 
     def _settles(self, entry: Entry, file: InputFile, output: str | None) -> bool:
         return (file.version is not None and entry.version == file.version and entry.size == file.size
-                and entry.status in SETTLED and entry.options == self.key and entry.output == output)
+                and entry.status in SETTLED and entry.options == self.key and entry.output == state_key(output))
 
     def decide(self, record: dict[str, Any]) -> None:
         """Take a processed file's record; write the state when a checkpoint is due."""
@@ -216,10 +251,11 @@ class RunState:
             return
         file, output = listed
         rewritten = output is None and record["status"] in (Status.INDEXED, Status.REPAIRED)
-        self.decided[file.url] = Entry(
-            file.url, record["bytes_out"] if rewritten else file.size,
+        key = str(state_key(file.url))
+        self.decided[key] = Entry(
+            key, record["bytes_out"] if rewritten else file.size,
             record.get("version") if rewritten else file.version, str(record["status"]), self.key,
-            output, __version__, self.started)
+            state_key(output), __version__, self.started)
         self._since_saved += 1
 
     def checkpoint(self) -> None:
@@ -239,8 +275,8 @@ class RunState:
         if not self.saving:
             return
         kept = {path: e for path, e in self.previous.items()
-                if path in self.listed or not any(_below(path, root) for root in self.roots)}
-        if self.decided or len(kept) < len(self.previous) or not self._found:
+                if path in self.listed_keys or not any(_below(path, root) for root in self.roots)}
+        if self.decided or len(kept) < len(self.previous) or not self._found or self._untidy:
             write_state({**kept, **self.decided}.values(), self.url, self.storage_options)
 
 

@@ -511,3 +511,67 @@ def test_destination_overwritten_atomically(src, tmp_path):
     dst.write_bytes(b"old content")
     pageindex.retrofit(str(src), str(dst))
     assert dst.read_bytes()[:4] == b"PAR1" and verify(str(dst)).ok
+
+
+def _ended_pid() -> int:
+    """A PID no process has now: a child that ended and was reaped."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temp_names_say_their_writer():
+    suffix = os.path.basename(commit_mod.temp_name("/x/y.parquet"))[len(commit_mod.temp_prefix("y.parquet")):]
+    host, pid, unique = suffix.split("-")
+    assert host == commit_mod.host_token() and int(pid) == os.getpid() and len(unique) == 32
+    assert not commit_mod.writer_gone(suffix)  # this process: alive
+
+
+def test_writer_gone_only_when_known_dead_on_this_machine():
+    here, unique = commit_mod.host_token(), "ab" * 16
+    other = "0" * 8 if here != "0" * 8 else "1" * 8
+    dead = _ended_pid()
+    assert commit_mod.writer_gone(f"{here}-{dead}-{unique}")
+    assert not commit_mod.writer_gone(f"{here}-{os.getppid()}-{unique}")  # alive
+    assert not commit_mod.writer_gone(f"{here}-1-{unique}")  # init: alive
+    assert not commit_mod.writer_gone(f"{other}-{dead}-{unique}")  # another machine's
+    assert not commit_mod.writer_gone(unique)  # a name without its writer
+    assert not commit_mod.writer_gone(f"{here}-{dead}-{unique}x")
+
+
+def test_dead_writers_temporary_removed_at_once_live_ones_wait(tmp_path):
+    target = tmp_path / "t.parquet"
+    prefix = commit_mod.temp_prefix(target.name)
+    dead = tmp_path / f"{prefix}{commit_mod.host_token()}-{_ended_pid()}-{'c' * 32}"
+    live = tmp_path / f"{prefix}{commit_mod.host_token()}-{os.getppid()}-{'d' * 32}"
+    for path in (dead, live):
+        path.write_bytes(b"x")  # just written: far younger than the hour
+    assert commit_mod.clean_stale_temporaries(fsspec.filesystem("file"), str(target), 3600) == 1
+    assert not dead.exists() and live.exists()
+
+
+def test_prefix_copy_across_filesystems_goes_through_the_process(src, monkeypatch):
+    """copy_file_range refusing two filesystems (EXDEV, as between a disk and a tmpfs) leaves
+    the rest of the prefix to the buffered copy: the same bytes, no error."""
+    real = os.copy_file_range
+    calls = []
+
+    def cross_device(*args):
+        calls.append(args)
+        if len(calls) > 1:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        return real(args[0], args[1], min(args[2], 4096), *args[3:])
+
+    monkeypatch.setattr(copy_mod.os, "copy_file_range", cross_device)
+    monkeypatch.setattr(copy_mod, "_copies_through_page_cache", lambda fd: False)
+    from pageindex.io.storage import open_source
+
+    data = src.read_bytes()
+    with open_source(str(src)) as source, tempfile.TemporaryFile() as out:
+        copy_mod.copy_prefix(source, out, len(data))
+        out.seek(0)
+        assert out.read() == data
+    assert len(calls) == 2  # one block in the kernel, then refused

@@ -15,7 +15,7 @@ import pytest
 
 import pageindex.query.lookup as lookup_module
 from pageindex.cli import main
-from pageindex.errors import MalformedFileError, UnsupportedFileError
+from pageindex.errors import FooterMissingError, MalformedFileError, UnsupportedFileError
 from pageindex.query.lookup import lookup
 from pageindex.query.predicate import PredicateError
 from tests.helpers.predicates import table_difference
@@ -255,7 +255,7 @@ def test_malformed_file_in_a_directory_is_left_out(tmp_path):
     want = ds.dataset([str(tmp_path / "a.parquet"), str(tmp_path / "c.parquet")]).to_table(
         filter=pc.field("id") >= 50)
     assert table_difference(got.sort_by("id"), want.sort_by("id")) is None and got.num_rows == 150
-    assert [(p.rsplit("/", 1)[-1], type(e)) for p, e in stats.files_failed] == [("b.parquet", MalformedFileError)]
+    assert [(p.rsplit("/", 1)[-1], type(e)) for p, e in stats.files_failed] == [("b.parquet", FooterMissingError)]
     assert stats.files == 2 and stats.files_skipped == [] and broken.read_bytes() == before
     with pytest.raises(MalformedFileError) as err:
         lookup(str(tmp_path), "id >= 50", strict=True)
@@ -271,9 +271,9 @@ def test_cli_lookup_warns_about_a_malformed_file_and_exits_3(tmp_path, capsys):
     out = json.loads(captured.out)
     assert out["num_rows"] == 150
     assert [(f["path"].rsplit("/", 1)[-1], f["error"]) for f in out["io"]["files_failed"]] == [
-        ("b.parquet", "MalformedFileError")]
+        ("b.parquet", "FooterMissingError")]
     warnings = [line for line in captured.err.splitlines() if "b.parquet" in line]
-    assert len(warnings) == 1 and "skipped" in warnings[0] and "MalformedFileError" in warnings[0]
+    assert len(warnings) == 1 and "skipped" in warnings[0] and "FooterMissingError" in warnings[0]
     # --strict fails the whole lookup (its exit code is main()'s rule for the error).
     assert main(["lookup", str(tmp_path), "--where", "id >= 50", "--strict"]) != 0
     assert "b.parquet" in capsys.readouterr().err

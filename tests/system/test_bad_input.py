@@ -53,7 +53,9 @@ INDEXED_CORRUPT = {
     "parquet-testing/data/datapage_v1-corrupt-checksum.parquet",
     "parquet-testing/data/rle-dict-uncompressed-corrupt-checksum.parquet",
 }
-TYPED_ERRORS = {"MalformedFileError", "EncryptedFileError", "UnsupportedFileError"}
+TYPED_ERRORS = {"MalformedFileError", "FooterMissingError", "EncryptedFileError", "UnsupportedFileError"}
+# The corpus's files are broken, not being written, however recently they were copied or fetched.
+BROKEN_NOW = ("--being-written-seconds", "0")
 
 BAD = corpus_files("bad_input")
 ENCRYPTED = corpus_files("encrypted")
@@ -232,7 +234,7 @@ def cli_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli_bad")
     dsts = {src: out / f"{i:02d}-{src.name}" for i, src in enumerate(CLI_SAMPLE)}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip(CLI_SAMPLE, pool.map(lambda s: _run_cli(["retrofit", str(s), "--output", str(dsts[s])]),
+        procs = dict(zip(CLI_SAMPLE, pool.map(lambda s: _run_cli(["retrofit", str(s), "--output", str(dsts[s]), *BROKEN_NOW]),
                                               CLI_SAMPLE)))
     return SimpleNamespace(procs=procs, dsts=dsts, out=out)
 
@@ -276,7 +278,7 @@ def test_spark_job_over_every_bad_file(spark, tmp_path):
         names[str(dst)] = src
     before = {p: _sha(Path(p)) for p in names}
     report = tmp_path / "report.jsonl"
-    code = main(["--input", str(root), "--in-place", "--report", str(report)], spark=spark)
+    code = main(["--input", str(root), "--in-place", "--report", str(report), *BROKEN_NOW], spark=spark)
     assert code == 3  # every failure is in the files' bytes: nothing for a retry to mend
     records = {r["path"]: r for r in map(json.loads, report.read_text().splitlines())}
     assert set(records) == set(names)
