@@ -96,9 +96,9 @@ def test_listings_overlap(s3_server, lake, monkeypatch):
     (listed one by one, the first would wait alone until the barrier gives up)."""
     barrier = threading.Barrier(2, timeout=60)
 
-    def waiting_find(fs, path):
+    def waiting_find(fs, path, confine=None):
         barrier.wait()
-        return find(fs, path)
+        return find(fs, path, confine)
 
     monkeypatch.setattr(discovery, "find", waiting_find)
     found = discover_each([f"s3://{lake}/t/day=000", f"s3://{lake}/t/day=001"], s3h.storage_options(s3_server))
