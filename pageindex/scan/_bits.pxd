@@ -29,6 +29,15 @@ cdef inline int64_t popcount8(int64_t b) noexcept nogil:
     return (b + (b >> 4)) & 0x0F
 
 
+cdef inline int64_t popcount64(uint64_t x) noexcept nogil:
+    """The one bits of x, by halves (no popcnt instruction in a portable build; the compiler
+    makes this one where it may)."""
+    x = x - ((x >> 1) & 0x5555555555555555ULL)
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL
+    return <int64_t>((x * 0x0101010101010101ULL) >> 56)
+
+
 cdef inline uint64_t le_window(const uint8_t* buf, int64_t at) noexcept nogil:
     """The 8 bytes at `at` as a little-endian uint64 (the caller knows they are there); byte by
     byte, which the C compiler makes one load."""

@@ -298,3 +298,37 @@ def test_plain_integers_against_numpy(dtype):
         for held in (numbers, unaligned):
             low, high = k.plain_integers(held)
             assert (int(low), int(high)) == (int(numbers.min()), int(numbers.max()))
+
+
+@pytest.mark.parametrize("dtype", ["<i4", "<u4", "<i8", "<u8", "<f4", "<f8"])
+def test_index_values_every_entry_type_at_any_alignment(dtype):
+    # Each type the encoded path passes (a compiled loop per type), its extremes among the
+    # entries, and entries lying at an odd address (a dictionary page read in place).
+    rng = np.random.default_rng(len(dtype) + ord(dtype[1]))
+    size = 300
+    if dtype[1] == "f":
+        entries = rng.normal(size=size).astype(dtype)
+        entries[[3, 7]] = np.finfo(dtype).max, np.finfo(dtype).min
+    else:
+        info = np.iinfo(dtype)
+        entries = rng.integers(info.min, info.max, size, dtype=dtype, endpoint=True)
+        entries[[3, 7]] = info.max, info.min
+    indices = [int(v) for v in rng.integers(0, size, 500)] + [3, 7]
+    buf = np.frombuffer(bytes([9]) + _stream(indices, 9, rng), np.uint8)
+    unaligned = np.frombuffer(b"x" + entries.tobytes(), np.uint8)[1:].view(dtype)
+    for held in (entries, unaligned):
+        low, high, nan, status = k.index_values(buf, 0, len(buf), len(indices), held)
+        assert (status, nan) == (0, False)
+        assert (low, high) == (entries[indices].min(), entries[indices].max())
+        assert type(low) is (float if dtype[1] == "f" else int)
+    assert k.index_values(buf, 0, len(buf) - 1, len(indices), unaligned)[-1] == k.BAD
+
+
+def test_kernels_refuse_arrays_they_do_not_read():
+    buf = np.frombuffer(bytes([1]) + _rle(0, 4, 1), np.uint8)
+    with pytest.raises(TypeError, match="int16"):
+        k.index_values(buf, 0, len(buf), 4, np.zeros(2, np.int16))
+    with pytest.raises(TypeError, match="float64"):
+        k.plain_integers(np.zeros(2, np.float64))  # floats: numpy's min and max keep NaN
+    with pytest.raises(ValueError):
+        k.index_ranks(buf, 0, len(buf), 4, np.arange(3, dtype=np.int64), np.ones(2, np.int64))

@@ -85,6 +85,8 @@ def test_level_histogram_refuses_what_it_should():
     assert run(bytes([(2 << 1) | 1, 0x00]), 8) == level_kernels.BAD  # cut off bit-packed run
     assert run(bytes([0x80]), 1) == level_kernels.BAD  # cut off varint
     assert run(b"", 0) == 0 and hist.tolist() == [0, 0, 0]
+    with pytest.raises(ValueError):  # no count for level 2: never written past the array
+        level_kernels.level_histogram(np.frombuffer(bytes([10 << 1, 2]), np.uint8), 0, 2, 10, 2, hist[:2])
 
 
 def _lists(i: int, rng: np.random.Generator) -> list | None:
