@@ -8,7 +8,7 @@ One process, one thread; the operations of a dataset run interleaved (order rota
 and each one's median main-thread CPU time and wall time over the rounds is reported; ratios are
 of CPU time (the machine may be shared: the load average is printed before and after). F1 is
 measured with pyarrow's decompressors and with cramjam's into a reused buffer (snappy, zstd); the
-faster is the floor; its page headers are walked by the compiled walk where numba is there, and
+faster is the floor; its page headers are walked by the compiled walk (header_kernel), and
 once more in Python for comparison. The Arrow path runs with no compiled code at all (headers
 walked in Python, values decoded by Arrow). Kernel figures: ns per value of each kernel alone on
 the dataset's pages, decompressed beforehand.
@@ -156,14 +156,14 @@ def dry_run_before(path: str) -> None:
     kept = delta_values.DELTA_ENCODINGS
     delta_values.DELTA_ENCODINGS = frozenset()
     try:
-        dry_run(path, encoded.NUMBA)
+        dry_run(path, encoded.COMPILED)
     finally:
         delta_values.DELTA_ENCODINGS = kept
 
 
 def kernel_figures(path: str) -> dict[str, float]:
     """ns per value of each kernel alone over the file's pages it would read (decompressed first)."""
-    os.environ[encoded.ENV] = encoded.NUMBA
+    os.environ[encoded.ENV] = encoded.COMPILED
     try:
         k = encoded.kernels()
         work: dict[str, list[Callable[[], None]]] = {"levels": [], "nested levels": [], "dictionary indices": [],
@@ -308,7 +308,7 @@ def measure(path: str, rounds: int, other_encodings: bool = False) -> dict:
         "F1 pyarrow codecs": lambda: floor(path, None),
         "pyarrow read_row_group": lambda: pyarrow_decode(path),
         "exact dry run, Arrow path": lambda: dry_run(path, encoded.ARROW),
-        "exact dry run, kernels": lambda: dry_run(path, encoded.NUMBA),
+        "exact dry run, kernels": lambda: dry_run(path, encoded.COMPILED),
     }
     if other_encodings:
         ops[BEFORE] = lambda: dry_run_before(path)
