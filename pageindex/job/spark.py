@@ -25,7 +25,7 @@ from pageindex.errors import (
 )
 from pageindex.io.discovery import Discovery, discover
 from pageindex.io.storage import storage_errors
-from pageindex.job import catalog, lake, listing
+from pageindex.job import catalog, kernel_probe, lake, listing
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
@@ -87,6 +87,7 @@ def progress_line(files: int, total: int, nbytes: int, total_bytes: int, running
 def run(config: JobConfig, spark: Any) -> int:
     """The job on `spark`: plan, process, commit (table runs), report; the exit code."""
     started = time.monotonic()
+    workers = kernel_probe.check(spark.sparkContext, config.require_compiled)
     options = config.options
     inputs, where = list(config.inputs), f"under {_count(len(config.inputs), 'input')}"
     table = catalog.describe(spark, config.table) if config.table else None
@@ -144,7 +145,8 @@ def run(config: JobConfig, spark: Any) -> int:
             report, report_error = None, err
             code = combined_exit_code([code, exit_code(err)])
     seconds = time.monotonic() - started
-    print(summary(records, seconds, report=report), flush=True)
+    print(summary(records, seconds, report=report, fallback=kernel_probe.fallback(workers),
+                  fallback_docs=kernel_probe.DOCS), flush=True)
     if commits:
         print(commits, flush=True)
     if report_error is not None:
