@@ -38,8 +38,9 @@ NOT_SOURCES = (".so", ".c", ".pyc", ".pyd")
 # Not needed at run time; ~25 MB unpacked.
 DROPPED = ("pip", "setuptools")
 # Build requirements (pyproject.toml's [build-system]) present here: the wheel is then built
-# without an isolated build environment, so no package index is needed for them.
-BUILD_REQUIRES = {"setuptools": (77,), "wheel": (0,), "Cython": (3, 1)}
+# without an isolated build environment, so no package index is needed for them (setuptools 77
+# builds wheels itself: the `wheel` package is needed only by older ones).
+BUILD_REQUIRES = {"setuptools": (77,), "Cython": (3, 1)}
 
 
 def main() -> int:
