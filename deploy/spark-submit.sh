@@ -194,7 +194,7 @@ if [ "$executor_env" = build ]; then
     [ -f "$script_dir/pack_env.py" ] || die "not found: $script_dir/pack_env.py"
     # Two lines: the archive, and the same environment unpacked here (the local driver's Python).
     built="$("$python" "$script_dir/pack_env.py" "$repo_root" "$build_dir" \
-        --package "${PAGEINDEX_PACKAGE:-}" --pip-args "${PAGEINDEX_PIP_ARGS:-}")" || {
+        --package="${PAGEINDEX_PACKAGE:-}" --pip-args="${PAGEINDEX_PIP_ARGS:-}")" || {
         # Often the package index out of reach: exit 1, as for a failure a retry may mend.
         echo "spark-submit.sh: error: could not build the executors' environment (deploy/pack_env.py, above)" >&2
         exit 1

@@ -266,6 +266,13 @@ def _lake(root: Path, files: int = 3) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
 
 
+def _ours(proc: subprocess.CompletedProcess) -> str:
+    """What the wrapper and the job said, without Spark's own log lines: for failure messages."""
+    spark_log = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN) ")
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if not spark_log.match(ln)]
+    return f"exit {proc.returncode}\n" + "\n".join(lines)[-6000:]
+
+
 def _on_cluster(cluster, *job_args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
     submit = "--conf spark.executor.memory=512m --conf spark.cores.max=2 --conf spark.ui.enabled=false"
     return wrapper(*job_args, cwd=cwd, timeout=BUILD_TIMEOUT,
@@ -282,11 +289,11 @@ def test_standalone_executors_run_the_shipped_environment_and_the_compiled_path(
     report = tmp_path / "report.jsonl"
     proc = _on_cluster(cluster, "--input", str(tmp_path / "lake"), "--in-place", "--report", str(report),
                        "--require-compiled", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert proc.returncode == 0, _ours(proc)
     # The executors' Python is the shipped environment's, unpacked in their working directory
     # below the Worker's: not this test's interpreter, nor anything of the checkout.
     said = [m.groupdict() for m in PROBED.finditer(proc.stderr)]
-    assert said, proc.stderr[-6000:]
+    assert said, _ours(proc)
     for where in said:
         python, package = Path(where["python"]), Path(where["package"])
         assert python.is_relative_to(cluster.work_dir), where
@@ -313,15 +320,15 @@ def test_standalone_fallback_executors_are_said_counted_and_refused(cluster, tmp
     report = tmp_path / "report.jsonl"
     proc = _on_cluster(cluster, "--input", str(tmp_path / "lake"), "--in-place", "--report", str(report),
                        "--require-compiled", cwd=tmp_path, **zipped)
-    assert proc.returncode == 2, proc.stderr[-6000:]
+    assert proc.returncode == 2, _ours(proc)
     assert "--require-compiled: the compiled kernels did not load on" in proc.stderr
     assert {p.name: p.read_bytes() for p in (tmp_path / "lake").iterdir()} == before and not report.exists()
 
     proc = _on_cluster(cluster, "--input", str(tmp_path / "lake"), "--in-place", "--report", str(report),
                        cwd=tmp_path, **zipped)
-    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert proc.returncode == 0, _ours(proc)
     warned = [ln for ln in proc.stderr.splitlines() if "executors index files by the Arrow fallback" in ln]
-    assert len(warned) == 1 and f"(python {env_python})" in warned[0], proc.stderr[-6000:]
+    assert len(warned) == 1 and f"(python {env_python})" in warned[0], _ours(proc)
     rows = [json.loads(line) for line in report.read_text().splitlines()]
     assert {(r["status"], r["scan_path"]) for r in rows} == {("indexed", compiled.ARROW)}
     assert "  2 files indexed by the Arrow fallback: the compiled kernels did not load on " in proc.stdout
