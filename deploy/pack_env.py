@@ -5,7 +5,7 @@ packed as a tar.gz that Spark unpacks with `--archives ENV.tar.gz#environment`, 
 `./environment/bin/python`. The venv's bin/python is a link to the interpreter that built it: the
 nodes need that same Python at the same path (as with venv-pack), nothing else.
 
-Usage: python deploy/pack_env.py REPO_ROOT BUILD_DIR [--package SPEC] [--pip-args ARGS]
+Usage: python deploy/pack_env.py REPO_ROOT BUILD_DIR [--package=SPEC] [--pip-args=ARGS]
 Prints two lines: the archive and the unpacked venv (whose python the local driver runs). Both are
 kept under BUILD_DIR named by a key of what went in (sources, package, pip arguments, this
 Python), so a second run with the same inputs builds nothing. Standard library only.
@@ -48,12 +48,14 @@ def main() -> int:
     p.add_argument("repo", type=Path, help="the checkout (or pageindex-deploy directory)")
     p.add_argument("build_dir", type=Path, help="where the archive and the venv are kept")
     p.add_argument("--package", default="",
-                   help="what to install instead of a wheel built from REPO: a wheel file or a "
-                        "requirement (default for a directory without setup.py: pageindex==ITS_VERSION)")
+                   help="what to install instead of a wheel built from REPO (which then needs no "
+                        "setup.py): a wheel file or a requirement")
     p.add_argument("--pip-args", default="", help="more `pip install` arguments (an index, constraints)")
     args = p.parse_args()
     repo, build = args.repo.resolve(), args.build_dir.resolve()
-    package = args.package or ("" if (repo / "setup.py").is_file() else f"pageindex=={version(repo)}")
+    package = str(Path(args.package).resolve()) if args.package.endswith(".whl") else args.package
+    if not package and not (repo / "setup.py").is_file():
+        raise SystemExit(f"pack_env.py: no setup.py in {repo} to build the wheel from: give --package")
     key = env_key(repo, package, args.pip_args)
     archive, env = build / f"{PREFIX}{key}.tar.gz", build / f"{PREFIX}{key}"
     if not (archive.is_file() and (env / "bin" / "python").exists()):
@@ -72,14 +74,6 @@ def main() -> int:
     print(archive)
     print(env)
     return 0
-
-
-def version(repo: Path) -> str:
-    """pageindex/version.py's __version__, read without importing the package."""
-    for line in (repo / "pageindex" / "version.py").read_text().splitlines():
-        if line.startswith("__version__"):
-            return line.split("=", 1)[1].strip().strip("\"'")
-    raise SystemExit(f"pack_env.py: no __version__ in {repo / 'pageindex' / 'version.py'}")
 
 
 def sources(repo: Path, carried: bool = True) -> list[Path]:

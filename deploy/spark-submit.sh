@@ -53,9 +53,8 @@
 #                                     modules cannot load from a zip: executors then scan with the
 #                                     Arrow fallback, at 2-3x the CPU.
 #   PAGEINDEX_PACKAGE      build: install this instead of a wheel built from the checkout (a wheel
-#                          file, or a requirement such as pageindex==1.2.3); the default where there
-#                          is no setup.py (a directory written by pageindex-deploy) is
-#                          pageindex==<its version> from the package index.
+#                          file, or a requirement such as pageindex==1.2.3 from your package index);
+#                          needed where there is no setup.py (a directory written by pageindex-deploy).
 #   PAGEINDEX_PIP_ARGS     build: more `pip install` arguments for the environment, split like a
 #                          shell command line (--index-url URL, --constraint FILE, --find-links DIR).
 #   PAGEINDEX_DRY_BUILD=1  same as --dry-build: build what is shipped, print the command, submit nothing.
@@ -192,6 +191,9 @@ mkdir -p "$build_dir"
 
 if [ "$executor_env" = build ]; then
     [ -f "$script_dir/pack_env.py" ] || die "not found: $script_dir/pack_env.py"
+    if [ ! -f "$repo_root/setup.py" ] && [ -z "${PAGEINDEX_PACKAGE:-}" ]; then
+        die "no setup.py in $repo_root to build the pageindex wheel from: set PAGEINDEX_PACKAGE to the wheel or requirement to install (e.g. pageindex==VERSION from your package index), or PAGEINDEX_EXECUTOR_ENV=installed"
+    fi
     # Two lines: the archive, and the same environment unpacked here (the local driver's Python).
     built="$("$python" "$script_dir/pack_env.py" "$repo_root" "$build_dir" \
         --package="${PAGEINDEX_PACKAGE:-}" --pip-args="${PAGEINDEX_PIP_ARGS:-}")" || {

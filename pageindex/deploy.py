@@ -90,10 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Write the Spark job script, the spark-submit wrapper and its environment "
                     "packer, the Airflow DAG and the pageindex sources into DIR, laid out as the "
                     "repository is.",
-        epilog="Then: DIR/deploy/spark-submit.sh --dry-build builds the environment executors run "
-               "(DIR/deploy/build/pageindex-env-KEY.tar.gz, for --archives: this version of "
-               "pageindex and its dependencies from the package index). Exit codes: 0 written; 2 "
-               "usage, or files that exist with other content without --overwrite (nothing written).")
+        epilog="Then: PAGEINDEX_PACKAGE=WHEEL_OR_REQUIREMENT DIR/deploy/spark-submit.sh --dry-build "
+               "builds the environment executors run (DIR/deploy/build/pageindex-env-KEY.tar.gz, for "
+               "--archives: that pageindex and its dependencies). Exit codes: 0 written; 2 usage, or "
+               "files that exist with other content without --overwrite (nothing written).")
     parser.add_argument("dir", metavar="DIR", type=Path, help="where to write (created if missing)")
     parser.add_argument("--overwrite", action="store_true", help="replace files that differ")
     args = parser.parse_args(argv)

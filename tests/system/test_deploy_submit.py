@@ -234,7 +234,7 @@ def test_local_job_exit_codes(tmp_path):
     # still indexed, the report says why
     out, report = tmp_path / "out", tmp_path / "report.jsonl"
     proc = wrapper("--input", str(data), "--output", str(out), "--report", str(report),
-                   "--target-task-bytes", "1m", env=_local_env(), cwd=tmp_path, timeout=300)
+                   "--target-task-bytes", "1m", env=_local_env(), cwd=tmp_path, timeout=BUILD_TIMEOUT)
     assert proc.returncode == 3, proc.stderr[-4000:]
     rows = {Path(r["path"]).name: r["status"] for r in map(json.loads, report.read_text().splitlines())}
     assert rows == {"good.parquet": "indexed", "bad.parquet": "failed"}
@@ -274,6 +274,8 @@ def _ours(proc: subprocess.CompletedProcess) -> str:
 
 
 def _on_cluster(cluster, *job_args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """The wrapper submitting the job to `cluster` (spark-submit runs the driver's Python with its
+    stderr merged into stdout: the job's log lines are in stdout)."""
     submit = "--conf spark.executor.memory=512m --conf spark.cores.max=2 --conf spark.ui.enabled=false"
     return wrapper(*job_args, cwd=cwd, timeout=BUILD_TIMEOUT,
                    env={"MASTER": cluster.url, "PYTHON": sys.executable, "PAGEINDEX_SUBMIT_ARGS": submit, **env})
@@ -292,7 +294,7 @@ def test_standalone_executors_run_the_shipped_environment_and_the_compiled_path(
     assert proc.returncode == 0, _ours(proc)
     # The executors' Python is the shipped environment's, unpacked in their working directory
     # below the Worker's: not this test's interpreter, nor anything of the checkout.
-    said = [m.groupdict() for m in PROBED.finditer(proc.stderr)]
+    said = [m.groupdict() for m in PROBED.finditer(proc.stdout)]
     assert said, _ours(proc)
     for where in said:
         python, package = Path(where["python"]), Path(where["package"])
@@ -321,13 +323,13 @@ def test_standalone_fallback_executors_are_said_counted_and_refused(cluster, tmp
     proc = _on_cluster(cluster, "--input", str(tmp_path / "lake"), "--in-place", "--report", str(report),
                        "--require-compiled", cwd=tmp_path, **zipped)
     assert proc.returncode == 2, _ours(proc)
-    assert "--require-compiled: the compiled kernels did not load on" in proc.stderr
+    assert "--require-compiled: the compiled kernels did not load on" in proc.stdout
     assert {p.name: p.read_bytes() for p in (tmp_path / "lake").iterdir()} == before and not report.exists()
 
     proc = _on_cluster(cluster, "--input", str(tmp_path / "lake"), "--in-place", "--report", str(report),
                        cwd=tmp_path, **zipped)
     assert proc.returncode == 0, _ours(proc)
-    warned = [ln for ln in proc.stderr.splitlines() if "executors index files by the Arrow fallback" in ln]
+    warned = [ln for ln in proc.stdout.splitlines() if "executors index files by the Arrow fallback" in ln]
     assert len(warned) == 1 and f"(python {env_python})" in warned[0], _ours(proc)
     rows = [json.loads(line) for line in report.read_text().splitlines()]
     assert {(r["status"], r["scan_path"]) for r in rows} == {("indexed", compiled.ARROW)}
