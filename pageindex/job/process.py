@@ -244,7 +244,7 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "chunk_statistics": {"copied": 0, "filled": 0, "replaced": 0},
         "retryable": False,  # True only for a failure a retry may mend (pageindex.errors.retryable)
         "version": file.version,  # the file's version after the run, as a listing gives it
-        # compiled or arrow: the code the process that scanned the file took (None: not scanned)
+        # compiled or arrow: the path of the process that read the file (None: not read as Parquet)
         "scan_path": None,
     }
 

@@ -53,7 +53,9 @@ REPORT_SCHEMA = pa.schema([
     ("notes", pa.string()),  # JSON list of strings
     ("chunk_statistics", pa.string()),  # JSON object: copied/filled/replaced -> chunks
     ("version", pa.string()),  # the file's version after the run (S3 ETag, local mtime in ns), if known
-    ("scan_path", pa.string()),  # compiled, or arrow (the fallback); null: the file was not scanned
+    # The path of the process that read the file as Parquet: compiled, or arrow (the fallback);
+    # null for a file not read so (not Parquet, or unchanged since --state recorded it).
+    ("scan_path", pa.string()),
 ])
 DEFAULTS: dict[str, Any] = {"table_version": None, "retryable": False, "notes": [], "version": None,
                             "scan_path": None}
