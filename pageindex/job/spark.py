@@ -87,7 +87,6 @@ def progress_line(files: int, total: int, nbytes: int, total_bytes: int, running
 def run(config: JobConfig, spark: Any) -> int:
     """The job on `spark`: plan, process, commit (table runs), report; the exit code."""
     started = time.monotonic()
-    workers = kernel_probe.check(spark.sparkContext, config.require_compiled)
     options = config.options
     inputs, where = list(config.inputs), f"under {_count(len(config.inputs), 'input')}"
     table = catalog.describe(spark, config.table) if config.table else None
@@ -117,6 +116,8 @@ def run(config: JobConfig, spark: Any) -> int:
         todo, unchanged = state.split([(f, output_url(f, options)) for f in files])
         files = [f for f, _ in todo]
         log.warning("%d of them unchanged since the state recorded them: not opened", len(unchanged))
+    # Once the inputs are known good, before any file is opened: what the executors run.
+    workers = kernel_probe.check(spark.sparkContext, config.require_compiled) if files else ()
     records = _run_on_spark(spark, files, options, config.target_task_bytes,
                             config.progress_seconds, state) if files else []
     commits = None
