@@ -47,8 +47,9 @@ from pageindex.job.process import (
     process_task,
     process_to,
 )
+from pageindex.job import kernel_probe
 from pageindex.job.preflight import check_report_path, normalised
-from pageindex.job.report import summary, write_report
+from pageindex.job.report import FALLBACK_DOCS, summary, write_report
 from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.job.state import RunState, add_state_argument
 from pageindex.progress import Progress
@@ -114,6 +115,9 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
         raise UsageError("--copy-unchanged applies to --output only (in place, files that need no "
                          "change stay as they are)")
     started = time.monotonic()
+    here = kernel_probe.this_process()
+    if args.require_compiled and kernel_probe.fallback([here]):
+        raise UsageError(f"--require-compiled: {kernel_probe.fallback([here])}; see {FALLBACK_DOCS}")
     args.report, args.state = normalised(args.report), normalised(args.state)
     targets = plan(args.paths, args.output, args.overwrite, args.storage_options, args.follow_links)
     check_report_path(args.report, args.storage_options)
@@ -164,7 +168,8 @@ def _cmd_retrofit(args: argparse.Namespace) -> int:
             print_error(err, False)
             code = combined_exit_code([code, exit_code(err)])
     if len(records) != 1:
-        print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit", report),
+        print("\n" + summary(records, time.monotonic() - started, "pageindex retrofit", report,
+                              kernel_probe.fallback([here])),
               file=sys.stderr if args.json else sys.stdout)
     elif report is not None and not args.json:
         print(f"  report {report}")
@@ -371,6 +376,9 @@ def parser() -> argparse.ArgumentParser:
                         "the process may use 2 CPUs, else 1); default auto, but 1 per worker "
                         "process with --jobs above 1. The output is the same for any N")
     add_index_arguments(r)
+    r.add_argument("--require-compiled", action="store_true",
+                   help="exit 2 before any file is touched when the compiled kernels do not load "
+                        "here (by default files are indexed by the Arrow fallback, at 2-3x the CPU)")
     r.add_argument("--json", action="store_true",
                    help="print one JSON record per file (JSON lines) instead of text; the summary "
                         "goes to stderr")

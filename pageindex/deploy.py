@@ -1,5 +1,6 @@
 """`pageindex-deploy DIR`: writes out what a platform deploys, from the installed package alone:
-the Spark job script, the spark-submit wrapper, the Airflow DAG and the package the wrapper zips.
+the Spark job script, the spark-submit wrapper and its environment packer, the Airflow DAG and
+the package's sources (the wrapper checks the job's arguments with them, and zips them on request).
 
 Standard library only: setup.py loads this file to learn which repository files the wheel carries.
 """
@@ -19,6 +20,7 @@ from typing import Sequence
 KIT: tuple[str, ...] = (
     "jobs/retrofit_job.py",
     "deploy/spark-submit.sh",
+    "deploy/pack_env.py",
     "deploy/airflow/pageindex_backfill_dag.py",
     "deploy/README.md",
 )
@@ -44,7 +46,8 @@ def kit_source(relpath: str) -> bytes:
 
 
 def package_files() -> list[KitFile]:
-    """The package's own sources (what deploy/spark-submit.sh zips for the executors)."""
+    """The package's own Python sources (deploy/spark-submit.sh checks the job's arguments with
+    them, and zips them for PAGEINDEX_EXECUTOR_ENV=zip)."""
     out = []
     for path in sorted(PACKAGE_DIR.rglob("*")):
         rel = path.relative_to(PACKAGE_DIR)
@@ -84,11 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Write the kit; 0 when written, 2 when refused (nothing written)."""
     parser = argparse.ArgumentParser(
         prog="pageindex-deploy",
-        description="Write the Spark job script, the spark-submit wrapper, the Airflow DAG and the "
-                    "pageindex sources into DIR, laid out as the repository is.",
-        epilog="Then: DIR/deploy/spark-submit.sh --dry-build builds DIR/deploy/build/pageindex.zip "
-               "for --py-files. Exit codes: 0 written; 2 usage, or files that exist with other "
-               "content without --overwrite (nothing written).")
+        description="Write the Spark job script, the spark-submit wrapper and its environment "
+                    "packer, the Airflow DAG and the pageindex sources into DIR, laid out as the "
+                    "repository is.",
+        epilog="Then: PAGEINDEX_PACKAGE=WHEEL_OR_REQUIREMENT DIR/deploy/spark-submit.sh --dry-build "
+               "builds the environment executors run (DIR/deploy/build/pageindex-env-KEY.tar.gz, for "
+               "--archives: that pageindex and its dependencies). Exit codes: 0 written; 2 usage, or "
+               "files that exist with other content without --overwrite (nothing written).")
     parser.add_argument("dir", metavar="DIR", type=Path, help="where to write (created if missing)")
     parser.add_argument("--overwrite", action="store_true", help="replace files that differ")
     args = parser.parse_args(argv)

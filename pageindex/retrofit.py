@@ -39,10 +39,11 @@ from pageindex.io.commit import (
 )
 from pageindex.io.prefix_copy import COPY
 from pageindex.io.storage import Source, resolve
+from pageindex.scan import compiled
 from pageindex.verify import CHUNK_STATISTICS, verify_source
 from pageindex.version import __version__
 
-__all__ = ["ChunkReport", "NoSkipping", "RetrofitResult", "Status", "Violation", "retrofit"]
+__all__ = ["ChunkReport", "NoSkipping", "RetrofitResult", "Status", "Violation", "retrofit", "scan_path"]
 
 
 class Status(StrEnum):
@@ -82,6 +83,9 @@ class RetrofitResult:
     notes: tuple[str, ...] = ()  # what the run did not do as asked, e.g. a named column the file lacks
     # The written file's version as a listing gives it (S3 ETag, local mtime in ns), where known.
     written_version: str | None = None
+    # The code this process scanned the file's pages with: compiled (the kernels built into the
+    # wheel) or arrow (Arrow's decode, where they do not load): a report shows which files took it.
+    scan_path: str | None = None
 
     @property
     def pages(self) -> int:
@@ -122,6 +126,7 @@ class RetrofitResult:
             "chunks": [c.__dict__ for c in self.chunks],
             "bytes_read": self.bytes_read, "seconds": round(self.seconds, 6),
             "violations": [str(v) for v in self.violations], "notes": list(self.notes),
+            "scan_path": self.scan_path,
         }
 
 
@@ -260,7 +265,17 @@ def _result(src: str, output: str | None, status: Status, source: Source, footer
             notes: tuple[str, ...] = ()) -> RetrofitResult:
     copied = sum(length for _, length, purpose in source.stats.ranges if purpose == COPY)
     return RetrofitResult(src, output, status, source.size, bytes_out, len(footer.chunks), reports,
-                          source.stats.bytes_read, time.monotonic() - started, violations, copied, notes)
+                          source.stats.bytes_read, time.monotonic() - started, violations, copied, notes,
+                          scan_path=scan_path())
+
+
+def scan_path() -> str | None:
+    """The path this process's scan takes (scan.compiled.path): compiled or arrow; None when it
+    cannot be said (PAGEINDEX_SCAN_KERNEL insists on kernels that do not load, or names no path)."""
+    try:
+        return compiled.path()
+    except (ImportError, ValueError):
+        return None
 
 
 def _refuse_read_only(source: Source) -> None:

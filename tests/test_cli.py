@@ -26,6 +26,7 @@ import pytest
 
 import pageindex
 import pageindex.cli
+from pageindex.scan import compiled
 from pageindex.progress import render
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
 from tests.helpers.paths import REPO_ROOT
@@ -41,7 +42,7 @@ RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", 
                  "chunks_with_column_index", "chunks_without_column_index", "chunks_from_page_stats",
                  "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds",
                  "index_bytes_read", "copy_bytes_read", "no_page_skipping", "page_stats_fallback_reasons",
-                 "notes", "retryable", "chunk_statistics", "version"}
+                 "notes", "retryable", "chunk_statistics", "version", "scan_path"}
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
@@ -133,6 +134,7 @@ def test_retrofit_json(files, tmp_path):
     assert doc["index_bytes_read"] + doc["copy_bytes_read"] == doc["bytes_read"]
     assert out.read_bytes() == files.dst.read_bytes()
     assert proc.stderr == "", "one file: no summary"
+    assert doc["scan_path"] == compiled.path()  # the subprocess runs this interpreter, this environment
 
 
 def test_retrofit_bloom_filter_flags(files, tmp_path):

@@ -28,7 +28,9 @@ exit codes:
   2  usage or configuration, found before any file was changed: bad arguments,
      a malformed --storage-option, a missing input, an unknown table, a
      --report, --summary-json or --state that cannot be written, Spark not
-     installed or unable to start (no Java, a bad SPARK_HOME or --conf)
+     installed or unable to start (no Java, a bad SPARK_HOME or --conf),
+     executors that cannot import pageindex, or that cannot load the compiled
+     kernels under --require-compiled
   3  more files than --max-failures failed for reasons no retry can mend
      (malformed, unsupported, encrypted) and none failed for a reason a retry
      may mend (do not retry: look at the report)
@@ -91,6 +93,10 @@ def parser() -> argparse.ArgumentParser:
                         "--in-place, index its snapshot's files as new files and commit them to its log")
     p.add_argument("--commit-batch-files", type=int, default=1000, metavar="N",
                    help="table inputs (Delta, --iceberg-table): files replaced per commit (default 1000)")
+    p.add_argument("--require-compiled", action="store_true",
+                   help="exit 2 before any file is touched when the executors' Python cannot load the "
+                        "compiled kernels (by default a warning, and files are indexed by the Arrow "
+                        "fallback at 2-3x the CPU)")
     p.add_argument("--stale-temp-seconds", type=float, default=3600.0, metavar="N",
                    help="remove what dead attempts left older than this (default 3600): temporaries, "
                         "before each file; S3 multipart uploads of a file in place, when it is found "
@@ -116,6 +122,7 @@ class JobConfig:
     commit_batch_files: int
     spark_conf: tuple[tuple[str, str], ...]  # --conf, in order
     state: str | None = None  # --state
+    require_compiled: bool = False  # --require-compiled
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -153,6 +160,7 @@ class JobConfig:
             progress_seconds=args.progress_seconds,
             table_format=args.table_format, commit_batch_files=args.commit_batch_files,
             spark_conf=tuple(_conf_pair(pair) for pair in args.spark_conf), state=normalised(args.state),
+            require_compiled=args.require_compiled,
         )
 
 

@@ -35,7 +35,7 @@ from pageindex.io.prefix_copy import COPY_BLOCK, NO_KERNEL_COPY
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.job.tasks import parse_size
-from pageindex.retrofit import Status, retrofit
+from pageindex.retrofit import Status, retrofit, scan_path
 from pageindex.shutdown import stops_cleanly
 
 log = logging.getLogger("pageindex.job.spark")
@@ -259,7 +259,8 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
         record.update(
             status=result.status, bytes_in=result.bytes_in, bytes_out=result.bytes_out,
             row_groups=result.row_groups, pages=result.pages, bytes_read=result.bytes_read,
-            output=output if result.output is not None else None, **result.counts(),
+            output=output if result.output is not None else None, scan_path=result.scan_path,
+            **result.counts(),
         )
         if output is None and result.output is not None:  # the listing will now show the new file
             record["version"] = result.written_version
@@ -285,11 +286,11 @@ def process_to(file: InputFile, output: str | None, options: JobOptions,
         changed = isinstance(err, ConcurrentModificationError)
         record.update(status=Status.CHANGED if changed else Status.FAILED,
                       reason=f"{type(err).__name__}: {err.message(with_path=False)}",
-                      retryable=err.retryable)
+                      retryable=err.retryable, scan_path=scan_path())
     except Exception as err:  # noqa: BLE001 - one bad file must not end the job
         log.exception("internal error on %s", file.url)
         record.update(status=Status.FAILED, reason=f"internal error: {type(err).__name__}: {err}",
-                      retryable=retryable(err))
+                      retryable=retryable(err), scan_path=scan_path())
     if record["status"] in UNCHANGED and options.copy_unchanged and output is not None \
             and not options.dry_run:
         _copy_unchanged(file, output, record, options)
@@ -321,6 +322,8 @@ def failed_record(file: InputFile, output: str | None, reason: str) -> dict[str,
         "chunk_statistics": {"copied": 0, "filled": 0, "replaced": 0},
         "retryable": False,  # True only for a failure a retry may mend (pageindex.errors.retryable)
         "version": file.version,  # the file's version after the run, as a listing gives it
+        # compiled or arrow: the path of the process that read the file (None: not read as Parquet)
+        "scan_path": None,
     }
 
 

@@ -25,7 +25,7 @@ from pageindex.errors import (
 )
 from pageindex.io.discovery import Discovery, discover
 from pageindex.io.storage import storage_errors
-from pageindex.job import catalog, lake, listing
+from pageindex.job import catalog, kernel_probe, lake, listing
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
@@ -117,6 +117,8 @@ def run(config: JobConfig, spark: Any) -> int:
         todo, unchanged = state.split([(f, output_url(f, options)) for f in files])
         files = [f for f, _ in todo]
         log.warning("%d of them unchanged since the state recorded them: not opened", len(unchanged))
+    # Once the inputs are known good, before any file is opened: what the executors run.
+    workers = kernel_probe.check(spark.sparkContext, config.require_compiled) if files else ()
     records = _run_on_spark(spark, files, options, config.target_task_bytes,
                             config.progress_seconds, state) if files else []
     commits = None
@@ -145,7 +147,8 @@ def run(config: JobConfig, spark: Any) -> int:
             report, report_error = None, err
             code = combined_exit_code([code, exit_code(err)])
     seconds = time.monotonic() - started
-    say(spark, summary(records, seconds, report=report))
+    say(spark, summary(records, seconds, report=report, fallback=kernel_probe.fallback(workers),
+                       fallback_docs=kernel_probe.DOCS))
     if commits:
         say(spark, commits)
     if report_error is not None:

@@ -166,9 +166,13 @@ def test_deploy_kit_written_out_and_wrapper_builds_its_zip(venv, tmp_path):
     assert (kit / "jobs" / "retrofit_job.py").read_text() == "# edited\n"
     run([venv / "bin" / "pageindex-deploy", kit, "--overwrite"], cwd=tmp_path, env=env)
     assert (kit / "jobs" / "retrofit_job.py").read_bytes() == (REPO_ROOT / "jobs" / "retrofit_job.py").read_bytes()
-    # The wrapper zips the kit's package for --py-files.
+    # The kit has no setup.py to build the executors' wheel from: the wrapper asks which to install.
+    refused = subprocess.run([kit / "deploy" / "spark-submit.sh", "--dry-build"], cwd=tmp_path,
+                             env=env | {"PYTHON": str(venv / "bin" / "python")}, capture_output=True, text=True)
+    assert refused.returncode == 2 and "PAGEINDEX_PACKAGE" in refused.stderr, refused.stderr
+    # The wrapper zips the kit's package for --py-files, asked to.
     out = run([kit / "deploy" / "spark-submit.sh", "--dry-build", "--", "--help"], cwd=tmp_path,
-              env=env | {"PYTHON": str(venv / "bin" / "python")})
+              env=env | {"PYTHON": str(venv / "bin" / "python"), "PAGEINDEX_EXECUTOR_ENV": "zip"})
     assert "would run:" in out
     with zipfile.ZipFile(kit / "deploy" / "build" / "pageindex.zip") as zf:
         assert "pageindex/retrofit.py" in zf.namelist() and "pageindex/job/spark.py" in zf.namelist()
