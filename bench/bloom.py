@@ -1,19 +1,19 @@
 """Bloom filter cost and effect (issue 27): `python -m bench.bloom [--rows N] [--json PATH]`.
 
 Time (wall and CPU) and peak RSS of an exact retrofit without filters, with filters on every
-eligible column, with auto (both on the numpy and the compiled path when numba is installed) and
-with each column alone, each run in its own process, the runs interleaved round by round; a
-process's first filter with numba's cache cold and warm; filter bytes against pyarrow's for the same values and fpp; per column,
-the row groups filters rule out for present and absent values beyond what footer statistics do (the
-measurements behind auto's rule); a point lookup of an absent id before and after; the reference:
-pyarrow's own writer's CPU cost of the same filters per value against build_filter's, on the same
-arrays (`--reference-only` runs just that). `--trees a=PATH,b=PATH` compares the filters' cost of
-source trees side by side instead. Prints the markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
+eligible column, with auto (both on the compiled path, the default, and on the numpy path for
+comparison) and with each column alone, each run in its own process, the runs interleaved round by
+round; a fresh process's first filters against a warm process's; filter bytes against pyarrow's
+for the same values and fpp; per column, the row groups filters rule out for present and absent
+values beyond what footer statistics do (the measurements behind auto's rule); a point lookup of
+an absent id before and after; the reference: pyarrow's own writer's CPU cost of the same filters
+per value against build_filter's, on the same arrays (`--reference-only` runs just that).
+`--trees a=PATH,b=PATH` compares the filters' cost of source trees side by side instead. Prints
+the markdown section (bench/report.py's bloom section) that bench/run.py puts in RESULTS.md.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -33,7 +33,7 @@ from bench import report
 from pageindex.format.parquet_thrift import Type
 from pageindex.index.bloom.blob import build_filter
 from pageindex.index.bloom.chunk_hashes import chunk_hashes
-from pageindex.index.bloom.path import AUTO, ENV, NUMBA, NUMPY
+from pageindex.index.bloom.path import AUTO, COMPILED, ENV, NUMPY
 from pageindex.index.bloom.sbbf import DEFAULT_MAX_BYTES, MAX_BYTES, optimal_bytes
 
 ROWS = 2_000_000
@@ -55,9 +55,11 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "cpu": time.process
                   "filter_bytes": sum(c.bloom_filter for c in result.chunks),
                   "columns": sorted({{c.column for c in result.chunks if c.bloom_filter}}),
                   "ndv": {{c.column: c.bloom_ndv for c in result.chunks if c.row_group == 0 and c.bloom_filter}},
-                  "path": "numba" if "pageindex.index.bloom.kernel" in sys.modules else "numpy"}}))
+                  "path": "compiled" if "pageindex.index.bloom.kernel" in sys.modules else "numpy"}}))
 """
-# A process's first filter: numba's import and each kernel's compile (cold cache) or cache load.
+# A fresh process's first filters (one of each physical type, tiny): pageindex's import, then the
+# first filters (loading the kernel's extension module on the compiled path), then the same filters
+# again in the now warm process.
 _STARTUP = """
 import json, time
 import numpy as np
@@ -65,11 +67,16 @@ import pyarrow as pa
 started = time.perf_counter()
 from pageindex.index.bloom.blob import build_filter
 from pageindex.format.parquet_thrift import Type
-build_filter(pa.array(np.arange(10, dtype=np.int64)), Type.INT64)
-build_filter(pa.array(np.arange(10, dtype=np.int32)), Type.INT32)
-build_filter(pa.array(["a", "bc"]), Type.BYTE_ARRAY)
-build_filter(pa.array([b"ab"], pa.binary(2)), Type.FIXED_LEN_BYTE_ARRAY)
-print(json.dumps(time.perf_counter() - started))
+imported = time.perf_counter()
+def filters():
+    build_filter(pa.array(np.arange(10, dtype=np.int64)), Type.INT64)
+    build_filter(pa.array(np.arange(10, dtype=np.int32)), Type.INT32)
+    build_filter(pa.array(["a", "bc"]), Type.BYTE_ARRAY)
+    build_filter(pa.array([b"ab"], pa.binary(2)), Type.FIXED_LEN_BYTE_ARRAY)
+filters()
+first = time.perf_counter()
+filters()
+print(json.dumps({"import": imported - started, "first": first - imported, "warm": time.perf_counter() - first}))
 """
 # What each column stands for when auto's rule is measured.
 COLUMNS = {
@@ -112,23 +119,21 @@ def retrofit_once(src: Path, dst: Path, spec: object, path: str = AUTO, warm: bo
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def startup_seconds(cache_dir: Path) -> float:
-    """Seconds a fresh process takes to build its first filters of each kind, with numba's cache
-    in `cache_dir` (empty: everything compiles; filled: loaded)."""
-    env = os.environ | {ENV: NUMBA, "NUMBA_CACHE_DIR": str(cache_dir)}
+def startup_seconds(path: str) -> dict[str, float]:
+    """Seconds a fresh process on filter path `path` takes to import pageindex's filter code, to
+    build its first filters of each kind, and to build them again (warm)."""
+    env = os.environ | {ENV: path}
     proc = subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True, env=env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def startup(tmp: Path) -> dict | None:
-    """First-filter seconds on the compiled path with a cold and a warm cache, against numpy."""
-    if importlib.util.find_spec("numba") is None:
-        return None
-    env = os.environ | {ENV: NUMPY}
-    numpy_first = subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True, env=env)
-    cache = tmp / "numba-cache"
-    return {"cold": startup_seconds(cache), "warm": startup_seconds(cache),
-            "numpy": json.loads(numpy_first.stdout.strip().splitlines()[-1])}
+def startup(rounds: int) -> dict[str, dict[str, float]]:
+    """Per path (compiled, numpy): the medians over `rounds` fresh processes, paths interleaved."""
+    got: dict[str, list[dict]] = {COMPILED: [], NUMPY: []}
+    for _ in range(rounds):
+        for path, runs in got.items():
+            runs.append(startup_seconds(path))
+    return {path: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for path, runs in got.items()}
 
 
 def measure(src: Path, dst: Path, specs: dict[str, tuple[object, str, bool]], rounds: int) -> dict[str, dict]:
@@ -234,9 +239,9 @@ def reference(table: pa.Table, src: Path, columns: list[str], group: int, rounds
     """Per column, nanoseconds of CPU per value: pyarrow's writer with filters minus without, for
     filters of the size ours start at (ndv chosen so pyarrow's OptimalNumOfBytes is our starting
     size; it folds by the same rule), against build_filter on each path, on the same row groups.
-    Rounds interleaved after one untimed warm-up round (numba's code loaded); medians."""
+    Rounds interleaved after one untimed warm-up round (caches and allocations settled); medians."""
     schema = pq.ParquetFile(src).schema
-    paths = [NUMPY] + ([NUMBA] if importlib.util.find_spec("numba") is not None else [])
+    paths = [NUMPY, COMPILED]
     out = {}
     for name in columns:
         column = table.column(name)
@@ -289,21 +294,18 @@ def run(rows: int, rounds: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "in.parquet", Path(tmp) / "out.parquet"
         pq.write_table(table, src, row_group_size=group, write_page_index=False)
-        # Unsuffixed runs take the default path (compiled when numba is installed); the numpy
-        # path's beside them when it is not the default.
-        # "warm": a second file in the same process, as a job's reused worker or a CLI run over many
-        # files pays for it, after numba's import and cache load.
-        specs: dict[str, tuple[object, str, bool]] = {"none": ("none", AUTO, False)}
-        if importlib.util.find_spec("numba") is not None:
-            specs |= {"all eligible (numpy)": (eligible, NUMPY, False), "auto (numpy)": ("auto", NUMPY, False)}
-        specs |= {"all eligible": (eligible, AUTO, False), "auto": ("auto", AUTO, False)}
-        specs |= {"none, warm": ("none", AUTO, True)}
-        if importlib.util.find_spec("numba") is not None:
-            specs |= {"all eligible (numpy), warm": (eligible, NUMPY, True)}
-        specs |= {"all eligible, warm": (eligible, AUTO, True)}
+        # Unsuffixed runs take the default path (the compiled kernel); the numpy path beside them
+        # for comparison. "warm": a second file in the same process, as a job's reused worker or a
+        # CLI run over many files pays for it.
+        specs: dict[str, tuple[object, str, bool]] = {
+            "none": ("none", AUTO, False),
+            "all eligible (numpy)": (eligible, NUMPY, False), "auto (numpy)": ("auto", NUMPY, False),
+            "all eligible": (eligible, AUTO, False), "auto": ("auto", AUTO, False),
+            "none, warm": ("none", AUTO, True),
+            "all eligible (numpy), warm": (eligible, NUMPY, True), "all eligible, warm": (eligible, AUTO, True)}
         specs |= {f"+{name}": ([name], AUTO, False) for name in eligible}
         runs = measure(src, out, specs, rounds)
-        first = startup(Path(tmp))
+        first = startup(rounds)
         theirs = pyarrow_filter_bytes(table, Path(tmp) / "pyarrow.parquet", eligible, group)
         plain = Path(tmp) / "plain.parquet"
         retrofit_once(src, plain, "none")
@@ -331,26 +333,27 @@ def run_reference(rows: int, rounds: int) -> dict:
 
 def compare_trees(trees: dict[str, Path], rows: int, rounds: int) -> list[str]:
     """The filters' cost (CPU against none, fresh and warm, both paths) of source trees side by
-    side on the same file, every run in its own process, trees and runs interleaved round by round."""
+    side on the same file, every run in its own process, trees and runs interleaved round by round.
+    The compiled runs take each tree's default path (auto), so each tree's kernels must be built in
+    place (`python setup.py build_ext --inplace` there); a tree whose runs fall back to numpy stops it."""
     table = dataset(rows)
     eligible = [name for name in table.column_names if name != "flag"]
-    compiled = importlib.util.find_spec("numba") is not None
-    specs = {"none": ("none", AUTO, False), "all eligible, numpy": (eligible, NUMPY, False)}
-    if compiled:
-        specs |= {"all eligible, numba": (eligible, NUMBA, False), "auto, numba": ("auto", NUMBA, False)}
-    specs |= {"none, warm": ("none", AUTO, True), "all eligible, numpy, warm": (eligible, NUMPY, True)}
-    if compiled:
-        specs |= {"all eligible, numba, warm": (eligible, NUMBA, True)}
+    specs = {"none": ("none", AUTO, False), "all eligible, numpy": (eligible, NUMPY, False),
+             "all eligible, compiled": (eligible, AUTO, False), "auto, compiled": ("auto", AUTO, False),
+             "none, warm": ("none", AUTO, True), "all eligible, numpy, warm": (eligible, NUMPY, True),
+             "all eligible, compiled, warm": (eligible, AUTO, True)}
     runs: dict[tuple[str, str], list[dict]] = {(t, s): [] for t in trees for s in specs}
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "in.parquet", Path(tmp) / "out.parquet"
         pq.write_table(table, src, row_group_size=rows // ROW_GROUPS, write_page_index=False)
-        for root in trees.values() if compiled else ():  # untimed: fills each tree's numba cache
-            retrofit_once(src, out, eligible, NUMBA, False, root)
         for _ in range(rounds):
             for name, (spec, path, warm) in specs.items():
                 for tree, root in trees.items():
-                    runs[(tree, name)].append(retrofit_once(src, out, spec, path, warm, root))
+                    got = retrofit_once(src, out, spec, path, warm, root)
+                    if "compiled" in name and got["path"] != COMPILED:
+                        raise SystemExit(f"{root}: the compiled bloom kernel does not load there "
+                                         "(build it: python setup.py build_ext --inplace)")
+                    runs[(tree, name)].append(got)
     cpu = {key: statistics.median(r["cpu"] for r in got) for key, got in runs.items()}
     lines = [f"{rows:,} rows, {rounds} rounds, load average {os.getloadavg()[0]:.1f}; CPU s (x none)", "",
              "| run | " + " | ".join(trees) + " |", "|---|" + "---:|" * len(trees)]

@@ -184,7 +184,7 @@ def checks(results: dict) -> list[dict]:
 
 def bloom_check(section: dict) -> dict:
     """Issue 27's target: exact retrofit with filters on every eligible column at most 1.25x the
-    time without (the default filter code: compiled when numba is installed)."""
+    time without (the default filter code: the compiled kernel)."""
     runs = section["runs"]
     base, filtered = runs["none"], runs["all eligible"]
     ratio = filtered["seconds"] / base["seconds"]
@@ -443,9 +443,9 @@ def bloom_section(section: dict) -> list[str]:
            f"{section['input_bytes'] / 2**20:.1f} MiB, fpp {section['fpp']:g})", "",
            f"Exact retrofit, each run its own process, median of {section['rounds']} interleaved rounds. "
            f"Issue 27's target: filters on every eligible column at most {BLOOM_MAX_RATIO}x the time without. "
-           "Filter code: numpy, or numba (the `fast` extra, the default when "
-           "installed). Runs marked warm retrofit a second file in a process that has done one (numba "
-           "imported and its code loaded: a job's reused worker, a CLI run over many files); their ratios "
+           "Filter code: the compiled kernel built into the wheel (the default), or numpy (forced with "
+           "PAGEINDEX_BLOOM_KERNEL=numpy, for comparison). Runs marked warm retrofit a second file in a "
+           "process that has done one (a job's reused worker, a CLI run over many files); their ratios "
            "are against `none, warm`.", "",
            "| run | filter code | wall s | x none | CPU s | x none (CPU) | peak RSS MiB | filters | filter bytes "
            "| columns |",
@@ -460,10 +460,11 @@ def bloom_section(section: dict) -> list[str]:
         out += ["", "Load average at the end of the run: " + ", ".join(f"{x:.2f}" for x in section["load_average"]) + "."]
     if section.get("startup"):
         first = section["startup"]
-        out += ["", f"A process's first filters (one of each physical type, tiny): numpy {first['numpy']:.2f} s; "
-                f"compiled {first['cold']:.2f} s with numba's cache empty (import and compile), "
-                f"{first['warm']:.2f} s once cached (import and load). Paid once per process, only when it "
-                "builds a filter."]
+        out += ["", "A fresh process's first filters (one of each physical type, tiny; median of "
+                f"{section['rounds']} processes), after importing pageindex's filter code, against the same "
+                "filters again in that now warm process: " + "; ".join(
+                    f"{path} import {t['import'] * 1e3:.0f} ms, first {t['first'] * 1e3:.1f} ms, "
+                    f"warm {t['warm'] * 1e3:.1f} ms" for path, t in first.items()) + "."]
     out += ["", f"Filter bytes, all eligible columns: pageindex {runs['all eligible']['filter_bytes']:,}, "
             f"pyarrow {section['pyarrow_filter_bytes']:,} (same values, same fpp).", "",
             "Per column: the share of (row group, probed value) pairs that footer statistics rule out, "
@@ -491,7 +492,7 @@ def bloom_reference(section: dict) -> list[str]:
     """The reference table: pyarrow's own writer's CPU cost of the same filters per value (with
     minus without) beside build_filter's, and the share of issue 27's target each leaves."""
     ref = section["reference"]
-    paths = [p for p in ("numpy", "numba") if all(f"{p}_ns" in r for r in ref.values())]
+    paths = [p for p in ("numpy", "compiled") if all(f"{p}_ns" in r for r in ref.values())]
     out = [f"Reference: CPU ns per value of one column's filters ({section['rows']:,} values, "
            f"{section['row_groups']} row groups, fpp {section['fpp']:g}, median of {section['rounds']} "
            "interleaved rounds after a warm-up). pyarrow: its writer with `bloom_filter_options` minus "
