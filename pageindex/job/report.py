@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import operator
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pageindex.errors import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status
 
@@ -144,22 +145,16 @@ def file_noun(n: int) -> str:
     return "file" if n == 1 else "files"
 
 
-def summary_document(records: Iterable[dict[str, Any]], seconds: float, code: int, report: str | None
-                     ) -> dict[str, Any]:
+def summary_document(records: Iterable[dict[str, Any]] | Tally, seconds: float, code: int,
+                     report: str | None) -> dict[str, Any]:
     """The summary for schedulers: files and bytes per status, failures by reason, the exit code
-    and where the report went (None: none asked for, or it could not be written)."""
-    statuses: dict[str, dict[str, int]] = {}
-    failures: Counter[str] = Counter()
-    files = bytes_in = bytes_read = 0
-    for r in records:
-        entry = statuses.setdefault(str(r["status"]), {"files": 0, "bytes": 0})
-        entry["files"] += 1
-        entry["bytes"] += r["bytes_in"]
-        files, bytes_in, bytes_read = files + 1, bytes_in + r["bytes_in"], bytes_read + r["bytes_read"]
-        if r["status"] in FAILURES:
-            failures[f"{r['status']}: {r['reason']}"] += 1
+    and where the report went (None: none asked for, or it could not be written). `records` may
+    be their Tally already (the job's tasks sum their own)."""
+    t = records if isinstance(records, Tally) else tally(records)
+    statuses = {str(s): {"files": n, "bytes": t.sizes[s]} for s, n in t.counts.items() if n}
+    failures = {reason: n for reason, (n, _) in t.failures.items()}
     return {
-        "files": files, "bytes_in": bytes_in, "bytes_read": bytes_read, "seconds": round(seconds, 3),
+        "files": t.files, "bytes_in": sum(t.sizes.values()), "bytes_read": t.read, "seconds": round(seconds, 3),
         "statuses": dict(sorted(statuses.items())), "failures_by_reason": dict(sorted(failures.items())),
         "exit_code": code, "report": report,
     }
@@ -175,23 +170,25 @@ def write_summary_json(document: dict[str, Any], url: str, storage_options: dict
         out.write(json.dumps(document, sort_keys=True) + "\n")
 
 
-class _Tally:
-    """What the summary says of a run's records, summed in one pass over them (a million records
-    are read once, and only the first paths of each failure reason are kept)."""
+class Tally:
+    """What the summary and the exit code say of a run's records, summed in one pass over them
+    (a million records are read once, and only the first paths of each failure reason are kept).
+    Tallies merge: each Spark task sums its own records, the driver merges the sums."""
 
     def __init__(self) -> None:
         self.files = self.pages = self.filters = self.read = self.copied = 0
         self.counts: Counter[str] = Counter()
-        self.sizes: dict[str, int] = defaultdict(int)
+        self.sizes: Counter[str] = Counter()
         self.changed: Counter[str] = Counter()
         self.no_skipping: Counter[str] = Counter()
         self.without: Counter[str] = Counter()
         self.fallback: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
-        self.failures: dict[str, list] = {}  # reason -> [files, the first three paths]
+        self.failures: dict[str, list] = {}  # reason -> [files, the first three paths by name]
+        self.failed = [0, 0]  # failed files: [permanent, retryable] (the exit code's input)
 
     def add(self, r: dict[str, Any]) -> None:
-        status = r["status"]
+        status = str(r["status"])
         self.files += 1
         self.counts[status] += 1
         self.sizes[status] += r["bytes_in"]
@@ -210,8 +207,43 @@ class _Tally:
         elif status in FAILURES:
             entry = self.failures.setdefault(f"{status}: {r['reason']}", [0, []])
             entry[0] += 1
-            if len(entry[1]) < 3:
-                entry[1].append(r["path"])
+            if len(entry[1]) < 3 or r["path"] < entry[1][-1]:
+                entry[1] = sorted([*entry[1], r["path"]])[:3]
+            if status == Status.FAILED:
+                self.failed[bool(r.get("retryable", False))] += 1
+
+    def merge(self, other: "Tally") -> "Tally":
+        """Add `other`'s sums to this one's; returns self."""
+        self.files += other.files
+        self.pages += other.pages
+        self.filters += other.filters
+        self.read += other.read
+        self.copied += other.copied
+        for mine, theirs in ((self.counts, other.counts), (self.sizes, other.sizes),
+                             (self.changed, other.changed), (self.no_skipping, other.no_skipping),
+                             (self.without, other.without), (self.fallback, other.fallback),
+                             (self.notes, other.notes)):
+            _add(mine, theirs)
+        for reason, (n, paths) in other.failures.items():
+            entry = self.failures.setdefault(reason, [0, []])
+            entry[0] += n
+            entry[1] = sorted(set(entry[1]) | set(paths))[:3]
+        self.failed = [self.failed[0] + other.failed[0], self.failed[1] + other.failed[1]]
+        return self
+
+    def exit_code(self, allowed: int) -> int:
+        """errors.failures_exit_code's rule on the failed files counted."""
+        if sum(self.failed) <= allowed:
+            return EXIT_OK
+        return EXIT_RETRYABLE if self.failed[1] else EXIT_PERMANENT
+
+
+def tally(records: Iterable[dict[str, Any]]) -> Tally:
+    """The records' Tally, read once."""
+    t = Tally()
+    for r in records:
+        t.add(r)
+    return t
 
 
 def _add(counter: Counter[str], counts: dict[str, int]) -> None:
@@ -219,11 +251,10 @@ def _add(counter: Counter[str], counts: dict[str, int]) -> None:
         counter[key] += n
 
 
-def summary(records: Iterable[dict[str, Any]], seconds: float, title: str = "pageindex job",
+def summary(records: Iterable[dict[str, Any]] | Tally, seconds: float, title: str = "pageindex job",
             report: str | None = None) -> str:
-    t = _Tally()
-    for r in records:
-        t.add(r)
+    """The end summary of the records (or of their Tally)."""
+    t = records if isinstance(records, Tally) else tally(records)
     lines = [f"{title}: {t.files} {file_noun(t.files)} in {seconds:.1f}s"]
     for status in Status:
         if t.counts[status]:

@@ -31,6 +31,7 @@ from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 from tests.helpers.lakes import check_rerun_records  # noqa: E402
+from tests.helpers.report_parts import report_records
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
 NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
@@ -130,7 +131,7 @@ def test_job_replaces_every_file_through_the_log(spark, tmp_path):
     def run_job():
         assert main(["--input", root, "--in-place", "--commit-batch-files", "4",
                      "--report", str(report)], spark=spark) == 0
-        return [json.loads(line) for line in report.read_text().splitlines()]
+        return report_records(report)
 
     check_job(root, run_job)
 
@@ -148,8 +149,8 @@ def test_job_on_s3(spark, s3_server, s3_bucket):
         assert main(["--input", root, "--in-place", "--commit-batch-files", "4",
                      "--s3-endpoint-url", s3_server, "--report", path], spark=spark) == 0
         fs, inner = resolve(path, None, options)
-        with fs.open(inner, "rb") as f:
-            report[:] = [json.loads(line) for line in f.read().decode().splitlines()]
+        report[:] = [json.loads(line) for part in fs.find(inner)  # a folder of parts
+                     for line in fs.cat_file(part).decode().splitlines()]
         return report
 
     check_job(root, run_job, options)
@@ -366,7 +367,7 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(spark, s3_server,
             assert main(["--input", root, "--in-place", "--s3-endpoint-url", proxy.endpoint,
                          "--report", str(report)], spark=spark) == 0
             return {r["path"].removeprefix(f"{root}/"): r
-                    for r in map(json.loads, report.read_text().splitlines())}
+                    for r in report_records(report)}
 
         first = run_job(tmp_path / "first.jsonl")
         assert {r["status"] for r in first.values()} == {Status.INDEXED}

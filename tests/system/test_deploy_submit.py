@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.report_parts import report_records
 
 pytestmark = pytest.mark.slow  # every test builds the zip or runs the wrapper in a subprocess
 
@@ -185,7 +186,7 @@ def test_local_job_exit_codes(tmp_path):
     proc = wrapper("--input", str(data), "--output", str(out), "--report", str(report),
                    "--target-task-bytes", "1m", env=_local_env(), cwd=tmp_path, timeout=300)
     assert proc.returncode == 3, proc.stderr[-4000:]
-    rows = {Path(r["path"]).name: r["status"] for r in map(json.loads, report.read_text().splitlines())}
+    rows = {Path(r["path"]).name: r["status"] for r in report_records(report)}
     assert rows == {"good.parquet": "indexed", "bad.parquet": "failed"}
     meta = pq.ParquetFile(out / "good.parquet").metadata
     assert meta.row_group(0).column(0).has_column_index

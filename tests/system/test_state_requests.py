@@ -23,6 +23,7 @@ from pageindex.job.spark import main as job_main
 from pageindex.job.state import read_state
 from tests.helpers import s3 as s3h
 from tests.helpers.fault_proxy import FaultProxy
+from tests.helpers.report_parts import report_records
 
 pytestmark = pytest.mark.s3
 
@@ -61,7 +62,7 @@ def _touched(proxy: FaultProxy, bucket: str, keys: set[str]) -> list[str]:
 
 
 def _records(report: Path) -> dict[str, dict]:
-    return {r["path"]: r for r in map(json.loads, report.read_text().splitlines())}
+    return {r["path"]: r for r in report_records(report)}
 
 
 @pytest.fixture
