@@ -139,6 +139,7 @@ def run(config: JobConfig, spark: Any) -> int:
                                 config.progress_seconds) if files else []
         records, commits = lake.commit_run(planned, records, config.commit_batch_files)
         totals = tally(records)
+        lake.remember(planned, records)
         if report:
             try:
                 with storage_errors("write the report", report):
