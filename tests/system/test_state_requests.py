@@ -158,15 +158,13 @@ def test_job_checkpoints_the_state_as_tasks_end(lake, spark, tmp_path, monkeypat
     for key in keys:
         client.put_object(Bucket=bucket, Key=key, Body=_parquet(2_000, 4))
     state = f"s3://{bucket}/state/ck.parquet"
-    monkeypatch.setattr("pageindex.job.state.CHECKPOINT_SECONDS", 0.0)
     seen: list[set[str]] = []
 
-    def recorded() -> set[str]:
-        try:
-            body = client.get_object(Bucket=bucket, Key="state/ck.parquet")["Body"].read()
-        except client.exceptions.NoSuchKey:
-            return set()
-        return set(pq.read_table(io.BytesIO(body)).column("path").to_pylist())
+    def recorded() -> set[str]:  # the job's state: a folder of parts, each task's written as it ends
+        listed = client.list_objects_v2(Bucket=bucket, Prefix="state/ck.parquet/").get("Contents", [])
+        return {path for item in listed
+                for path in pq.read_table(io.BytesIO(client.get_object(Bucket=bucket, Key=item["Key"])["Body"]
+                                                     .read())).column("path").to_pylist()}
 
     def hold_the_last(request):
         if unquote(request.path) == f"/{bucket}/{keys[-1]}" and not seen:
