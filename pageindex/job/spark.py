@@ -295,7 +295,7 @@ def _not_interrupted(record: logging.LogRecord) -> bool:
 def _stopped(spark: Any, own: Any) -> int:
     stop(spark, own)
     print(f"{PROG}: stopped: files being processed were left as they were (commits in flight undone); "
-          "no report written; a rerun goes on where this one stopped", file=sys.stderr)
+          "the report holds the parts of the tasks that ended; a rerun goes on where this one stopped", file=sys.stderr)
     return EXIT_INTERRUPTED
 
 
