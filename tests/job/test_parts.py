@@ -45,6 +45,7 @@ def _job(*args: object, env_extra: dict | None = None) -> subprocess.CompletedPr
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # two runs of a local Spark over 5,000 files on a shared machine
 def test_tiny_max_result_size_run_writes_report_and_state_then_all_unchanged(tmp_path):
     """5,000 files in 50 partitions under spark.driver.maxResultSize=1m: what a 1 GB limit is to
     millions of files. Records reach no driver: exit 0, every output, every row, every entry."""
