@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
-from pageindex.io.discovery import InputFile
 from pageindex.job import parts
 from pageindex.job.process import JobOptions, output_url, process_task
 from pageindex.job.report import Tally, tally, write_report

@@ -23,7 +23,6 @@ from pageindex.errors import (
     UsageError,
     combined_exit_code,
     exit_code,
-    failures_exit_code,
 )
 from pageindex.io.discovery import Discovery, discover, input_root
 from pageindex.io.storage import storage_errors
@@ -34,7 +33,6 @@ from pageindex.job.process import JobOptions, output_url, process_task
 from pageindex.job.report import format_size, summary, summary_document, tally, write_report, write_summary_json
 from pageindex.job.state import run_key
 from pageindex.job.tasks import pack
-from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stopping, stops_cleanly
 
 __all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_warning", "main", "parser", "run"]
