@@ -71,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-failures", type=int, default=0, metavar="N",
                    help="exit 1 or 3 (see below) when more than N files fail (default 0)")
     p.add_argument("--report", metavar="PATH",
-                   help="per-file report: .parquet or JSON lines (checked writable before any file is touched)")
+                   help="per-file report, a folder of part files the tasks write: Parquet, or JSON lines for a "
+                        "name ending .jsonl or .json (checked writable before any file is touched)")
     add_state_argument(p)
     p.add_argument("--summary-json", metavar="PATH",
                    help="also write the run's summary as one JSON document for schedulers: files and bytes "

@@ -5,6 +5,7 @@ Executors write each copy under a new name next to its original; only the driver
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -19,15 +20,18 @@ from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
-from pageindex.table import delta, iceberg
+from pageindex.io.storage import storage_errors
+from pageindex.table import delta, iceberg, last_run
 from pageindex.table.naming import indexed_name, indexed_with, options_tag
 from pageindex.table.replacement import CommitResult, Replacement
 
+log = logging.getLogger("pageindex.job.lake")
 DELTA = "delta"
 ICEBERG = "iceberg"
 TABLE_FORMATS = (DELTA,)
 DELETION_VECTOR = "has a deletion vector, which the new file could not carry (left as is)"
 KNOWN_INDEXED = "a copy pageindex indexed with these options, as its name says (not opened)"
+SEEN = "in the table at version {version}, which a run with these options settled (not opened)"
 # The table formats discovery detects, by the name a message gives them, and how each is indexed.
 TABLE_NAMES = {DELTA: "Delta", ICEBERG: "Iceberg", "hudi": "Hudi"}
 TABLE_WAYS = {
@@ -83,6 +87,7 @@ def plan(root: str, options: JobOptions) -> TableRun:
     table = delta.open_table(root, options.storage_options)
     delta.check_writable(table, root)
     snap = delta.snapshot(table, root, options.storage_options)
+    since, new = _changes(root, snap.version, options)
     files, planned, skipped = [], {}, []
     for data in sorted(snap.files.values(), key=lambda f: f.path):
         try:
@@ -100,6 +105,9 @@ def plan(root: str, options: JobOptions) -> TableRun:
             continue
         if _known_indexed(data.path, options):
             skipped.append(_record(url, data.size, KNOWN_INDEXED, Status.ALREADY_INDEXED))
+            continue
+        if new is not None and data.path not in new:
+            skipped.append(_record(url, data.size, SEEN.format(version=since), Status.UNCHANGED))
             continue
         new_path = indexed_name(data.path, data.size, options.truncate_length, options.trust_page_stats,
                                 options.bloom, options.chunk_statistics)
@@ -143,6 +151,37 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
         planned[entry.path] = (entry, new_path)
     return TableRun(ICEBERG, name, snap.snapshot_id, dataclasses.replace(options, output=root), tuple(files),
                     planned, tuple(skipped))
+
+
+def _changes(root: str, version: int, options: JobOptions) -> tuple[int | None, set[str] | None]:
+    """The version the last settled run planned from, and the log paths added since (up to
+    `version`); (None, None) when every file is to be opened: no such run, other options,
+    --force or --verify-existing, a log cleaned up since."""
+    if options.force or options.verify_existing:
+        return None, None
+    with storage_errors("read the table's last run", root):
+        since = last_run.read(root, options.storage_options, _key(options))
+        new = last_run.added_since(root, options.storage_options, since, version) if since is not None else None
+    return (since, new) if new is not None else (None, None)
+
+
+def remember(run: TableRun, records: list[dict[str, Any]]) -> None:
+    """After a Delta run that settled every file (none failed, none changed, not a dry run): the
+    version it planned from, beside the table, for the next run to plan from the log's changes
+    since (a failure to record it is a warning)."""
+    if run.format != DELTA or run.options.dry_run or run.version is None:
+        return
+    if any(r["status"] in (Status.FAILED, Status.CHANGED) for r in records):
+        return
+    try:
+        with storage_errors("record the table's last run", run.table):
+            last_run.write(run.table, run.options.storage_options, run.version, _key(run.options))
+    except PageIndexError as err:  # the next run opens every file again: slower, never wrong
+        log.warning("pageindex: warning: %s", err)
+
+
+def _key(options: JobOptions) -> str:
+    return options_key(options.truncate_length, options.trust_page_stats, options.bloom, options.chunk_statistics)
 
 
 def _known_indexed(path: str, options: JobOptions) -> bool:
@@ -189,11 +228,13 @@ def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
         r.setdefault("table_version", None)
     replaced = sum(r["table_version"] is not None for r in out)
     known = sum(r["reason"] == KNOWN_INDEXED for r in run.skipped)
+    seen = sum(r["status"] == Status.UNCHANGED for r in run.skipped)
     lines = [f"{run.format} table {run.table}: planned at {_VERSION[run.format]} {run.version}, "
              f"{replaced} files replaced, "
              f"{sum(r['status'] == Status.SKIPPED for r in out)} skipped, "
              f"{sum(r['status'] == Status.CHANGED for r in out)} changed"
-             + (f", {known} known indexed from their names (not opened)" if known else "")]
+             + (f", {known} known indexed from their names (not opened)" if known else "")
+             + (f", {seen} unchanged since the last run (not opened)" if seen else "")]
     lines += [f"  commit {c}" for c in commits] or ["  nothing committed"]
     return out, "\n".join(lines)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import operator
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pageindex.errors import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE
 from pageindex.index.skipping import REMEDY, skipping_advice
 from pageindex.io.storage import resolve
 from pageindex.retrofit import Status
@@ -150,29 +151,19 @@ def file_noun(n: int) -> str:
     return "file" if n == 1 else "files"
 
 
-def summary_document(records: Iterable[dict[str, Any]], seconds: float, code: int, report: str | None
-                     ) -> dict[str, Any]:
+def summary_document(records: Iterable[dict[str, Any]] | Tally, seconds: float, code: int,
+                     report: str | None) -> dict[str, Any]:
     """The summary for schedulers: files and bytes per status, failures by reason, files indexed
     per scan path, the exit code and where the report went (None: none asked for, or it could not
-    be written)."""
-    statuses: dict[str, dict[str, int]] = {}
-    failures: Counter[str] = Counter()
-    paths: Counter[str] = Counter()
-    files = bytes_in = bytes_read = 0
-    for r in records:
-        entry = statuses.setdefault(str(r["status"]), {"files": 0, "bytes": 0})
-        entry["files"] += 1
-        entry["bytes"] += r["bytes_in"]
-        files, bytes_in, bytes_read = files + 1, bytes_in + r["bytes_in"], bytes_read + r["bytes_read"]
-        if r["status"] in FAILURES:
-            failures[f"{r['status']}: {r['reason']}"] += 1
-        if r["status"] in WRITTEN and r.get("scan_path"):
-            paths[r["scan_path"]] += 1
+    be written). `records` may be their Tally already (the job's tasks sum their own)."""
+    t = records if isinstance(records, Tally) else tally(records)
+    statuses = {str(s): {"files": n, "bytes": t.sizes[s]} for s, n in t.counts.items() if n}
+    failures = {reason: n for reason, (n, _) in t.failures.items()}
     return {
-        "files": files, "bytes_in": bytes_in, "bytes_read": bytes_read, "seconds": round(seconds, 3),
+        "files": t.files, "bytes_in": sum(t.sizes.values()), "bytes_read": t.read, "seconds": round(seconds, 3),
         "statuses": dict(sorted(statuses.items())), "failures_by_reason": dict(sorted(failures.items())),
+        "scan_paths": dict(sorted(t.paths.items())),  # files indexed per path: compiled, arrow
         "exit_code": code, "report": report,
-        "scan_paths": dict(sorted(paths.items())),  # files indexed per path: compiled, arrow
     }
 
 
@@ -186,24 +177,27 @@ def write_summary_json(document: dict[str, Any], url: str, storage_options: dict
         out.write(json.dumps(document, sort_keys=True) + "\n")
 
 
-class _Tally:
-    """What the summary says of a run's records, summed in one pass over them (a million records
-    are read once, and only the first paths of each failure reason are kept)."""
+class Tally:
+    """What the summary and the exit code say of a run's records, summed in one pass over them
+    (a million records are read once, and only the first paths of each failure reason are kept).
+    Tallies merge: each Spark task sums its own records, the driver merges the sums."""
 
     def __init__(self) -> None:
-        self.files = self.pages = self.filters = self.read = self.copied = self.arrow = 0
+        self.files = self.pages = self.filters = self.read = self.copied = 0
         self.counts: Counter[str] = Counter()
-        self.sizes: dict[str, int] = defaultdict(int)
+        self.sizes: Counter[str] = Counter()
         self.changed: Counter[str] = Counter()
         self.no_skipping: Counter[str] = Counter()
         self.page_skipping = 0  # files written whose index lets readers skip pages
+        self.paths: Counter[str] = Counter()  # files indexed per scan path: compiled, arrow
         self.without: Counter[str] = Counter()
         self.fallback: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
-        self.failures: dict[str, list] = {}  # reason -> [files, the first three paths]
+        self.failures: dict[str, list] = {}  # reason -> [files, the first three paths by name]
+        self.failed = [0, 0]  # failed files: [permanent, retryable] (the exit code's input)
 
     def add(self, r: dict[str, Any]) -> None:
-        status = r["status"]
+        status = str(r["status"])
         self.files += 1
         self.counts[status] += 1
         self.sizes[status] += r["bytes_in"]
@@ -214,19 +208,56 @@ class _Tally:
         if status in WRITTEN:
             self.pages += r["pages"]
             self.filters += r.get("bloom_filters", 0)
-            self.arrow += r.get("scan_path") == ARROW
             _add(self.changed, r.get("chunk_statistics", {}))
             if r["no_page_skipping"]:
                 self.no_skipping[r["no_page_skipping"]] += 1
             elif r["pages"]:
                 self.page_skipping += 1
+            if r.get("scan_path"):
+                self.paths[r["scan_path"]] += 1
             _add(self.without, r["without_column_index_reasons"])
             _add(self.fallback, r["page_stats_fallback_reasons"])
         elif status in FAILURES:
             entry = self.failures.setdefault(f"{status}: {r['reason']}", [0, []])
             entry[0] += 1
-            if len(entry[1]) < 3:
-                entry[1].append(r["path"])
+            if len(entry[1]) < 3 or r["path"] < entry[1][-1]:
+                entry[1] = sorted([*entry[1], r["path"]])[:3]
+            if status == Status.FAILED:
+                self.failed[bool(r.get("retryable", False))] += 1
+
+    def merge(self, other: "Tally") -> "Tally":
+        """Add `other`'s sums to this one's; returns self."""
+        self.files += other.files
+        self.pages += other.pages
+        self.filters += other.filters
+        self.read += other.read
+        self.copied += other.copied
+        self.page_skipping += other.page_skipping
+        for mine, theirs in ((self.counts, other.counts), (self.sizes, other.sizes), (self.paths, other.paths),
+                             (self.changed, other.changed), (self.no_skipping, other.no_skipping),
+                             (self.without, other.without), (self.fallback, other.fallback),
+                             (self.notes, other.notes)):
+            _add(mine, theirs)
+        for reason, (n, paths) in other.failures.items():
+            entry = self.failures.setdefault(reason, [0, []])
+            entry[0] += n
+            entry[1] = sorted(set(entry[1]) | set(paths))[:3]
+        self.failed = [self.failed[0] + other.failed[0], self.failed[1] + other.failed[1]]
+        return self
+
+    def exit_code(self, allowed: int) -> int:
+        """errors.failures_exit_code's rule on the failed files counted."""
+        if sum(self.failed) <= allowed:
+            return EXIT_OK
+        return EXIT_RETRYABLE if self.failed[1] else EXIT_PERMANENT
+
+
+def tally(records: Iterable[dict[str, Any]]) -> Tally:
+    """The records' Tally, read once."""
+    t = Tally()
+    for r in records:
+        t.add(r)
+    return t
 
 
 def _add(counter: Counter[str], counts: dict[str, int]) -> None:
@@ -238,23 +269,21 @@ def _add(counter: Counter[str], counts: dict[str, int]) -> None:
 FALLBACK_DOCS = "docs/getting-started.md#the-compiled-scan"
 
 
-def summary(records: Iterable[dict[str, Any]], seconds: float, title: str = "pageindex job",
+def summary(records: Iterable[dict[str, Any]] | Tally, seconds: float, title: str = "pageindex job",
             report: str | None = None, fallback: str | None = None,
             fallback_docs: str = FALLBACK_DOCS) -> str:
-    """The run in a few lines. `fallback`: where and why the compiled kernels did not load (the
-    hosts and the import error: kernel_probe.fallback), said beside the count of files indexed by
-    the Arrow fallback."""
-    t = _Tally()
-    for r in records:
-        t.add(r)
+    """The end summary of the records (or of their Tally). `fallback`: where and why the compiled
+    kernels did not load (the hosts and the import error: kernel_probe.fallback), said beside the
+    count of files indexed by the Arrow fallback."""
+    t = records if isinstance(records, Tally) else tally(records)
     lines = [f"{title}: {t.files} {file_noun(t.files)} in {seconds:.1f}s"]
     for status in Status:
         if t.counts[status]:
             n = t.counts[status]
             lines.append(f"  {status:<16} {n:>8} {file_noun(n):<5} {format_size(t.sizes[status]):>12}")
     lines.append(f"  pages indexed    {t.pages:>8}")
-    if t.arrow:  # 2-3x the CPU of the compiled scan, for the same bytes
-        lines.append(f"  {t.arrow} {file_noun(t.arrow)} indexed by the Arrow fallback: "
+    if t.paths[ARROW]:  # 2-3x the CPU of the compiled scan, for the same bytes
+        lines.append(f"  {t.paths[ARROW]} {file_noun(t.paths[ARROW])} indexed by the Arrow fallback: "
                      f"{fallback or 'the compiled kernels did not load where they were scanned'}; see {fallback_docs}")
     if t.filters:
         lines.append(f"  bloom filters    {t.filters:>8}")

@@ -1,5 +1,5 @@
-"""Report summary: saved reports (Parquet or JSON lines, files or directories of them, local or on
-an object store) read back and summed per night, per status, with failures by reason.
+"""Report summary: saved reports (Parquet or JSON lines, files, the job's folders of part files, or
+directories of them, local or on an object store) read back and summed per night and status.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pageindex.job.report import FAILURES, file_noun, format_size
 from pageindex.retrofit import Status
 
 REPORT_SUFFIXES = (".parquet", ".jsonl", ".json")
+PART = "part-"  # a part file of the job's report folder
 # The Airflow DAG writes <prefix>/run_date=YYYY-MM-DD/<run>-try<n>.parquet: the partition names the night.
 _NIGHT = re.compile(r"(?:^|/)run_date=([^/]+)/")
 # Columns a summary needs; a report missing one is not a pageindex report.
@@ -46,6 +47,8 @@ def report_urls(paths: list[str], storage_options: dict[str, Any]) -> list[str]:
                 continue
             found = sorted(p for p in fs.find(path) if p.endswith(REPORT_SUFFIXES)
                            and not p.rsplit("/", 1)[-1].startswith((".", "_")))
+            # The job's report is a folder of part files: the folder is one report.
+            found = [p.rsplit("/", 1)[0] if p.rsplit("/", 1)[-1].startswith(PART) else p for p in found]
             urls += [_url_of(given, path, p) for p in found]
     return sorted(dict.fromkeys(urls))
 
@@ -60,15 +63,23 @@ def read_report(url: str, storage_options: dict[str, Any]) -> SavedReport:
     or lacks a needed field, raises MalformedFileError naming it."""
     with storage_errors("read the report", url):
         fs, path = resolve(url, storage_options=storage_options)
-        with fs.open(path, "rb") as f:
-            head = f.read(4)
-            f.seek(0)
-            if head == b"PAR1":
-                records = _parquet_records(url, f)
-            else:
-                records = _json_records(url, f.read())
+        if fs.isdir(path):  # the job's: its part files, read in turn
+            names = sorted(p for p in fs.ls(path, detail=False) if p.rsplit("/", 1)[-1].startswith(PART))
+            records = [r for name in names for r in _file_records(f"{url.rstrip('/')}/{name.rsplit('/', 1)[-1]}",
+                                                                  fs, name)]
+        else:
+            records = _file_records(url, fs, path)
     match = _NIGHT.search(url)
     return SavedReport(url, match.group(1) if match else url, tuple(records))
+
+
+def _file_records(url: str, fs: Any, path: str) -> list[dict[str, Any]]:
+    with fs.open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(0)
+        if head == b"PAR1":
+            return _parquet_records(url, f)
+        return _json_records(url, f.read())
 
 
 def _parquet_records(url: str, f: Any) -> list[dict[str, Any]]:

@@ -4,13 +4,15 @@
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
 import logging
 import os
 import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, NoReturn, Sequence, TextIO
+from typing import Any, Iterator, NoReturn, Sequence, TextIO
 
 from pageindex.errors import (
     EXIT_INTERRUPTED,
@@ -21,18 +23,16 @@ from pageindex.errors import (
     UsageError,
     combined_exit_code,
     exit_code,
-    failures_exit_code,
 )
-from pageindex.io.discovery import Discovery, discover
+from pageindex.io.discovery import Discovery, discover, input_root
 from pageindex.io.storage import storage_errors
-from pageindex.job import catalog, kernel_probe, lake, listing
+from pageindex.job import catalog, kernel_probe, lake, listing, parts, pipeline, spread
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
-from pageindex.job.report import format_size, summary, summary_document, write_report, write_summary_json
-from pageindex.job.state import DECISION_FIELDS, Decisions, RunState
+from pageindex.job.report import format_size, summary, summary_document, tally, write_report, write_summary_json
+from pageindex.job.state import root_key, run_key
 from pageindex.job.tasks import pack
-from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stopping, stops_cleanly
 
 __all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_warning", "main", "parser", "run"]
@@ -60,12 +60,10 @@ def check_modes(found: Discovery, in_place: bool, table: tuple[str, str | None] 
 
 
 def _progress(sc: Any, done: Any, done_bytes: Any, total: int, total_bytes: int, every: float,
-              stop: threading.Event, tick: Callable[[], None] = lambda: None) -> None:
-    """Periodic log lines next to Spark's own progress bar (which batch logs often lose); `tick`
-    after each (the run state's checkpoint)."""
+              stop: threading.Event) -> None:
+    """Periodic log lines next to Spark's own progress bar (which batch logs often lose)."""
     started = time.monotonic()
     while not stop.wait(every):
-        tick()
         tracker = sc.statusTracker()
         stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
         running = sum(s.numActiveTasks for s in stages if s)
@@ -98,7 +96,12 @@ def run(config: JobConfig, spark: Any) -> int:
         inputs, where = [config.iceberg_table], f"in Iceberg table {config.iceberg_table}"
     else:  # a catalog table whose location is a Delta table root commits through its log too
         planned = lake.plan_input(inputs, config.table_format, config.in_place, options)
-    if planned is None:
+    spread_out = None
+    if planned is None and table is None:
+        spread_out = spread.list_on_spark(spark, inputs, config.storage_options, config.in_place)
+    if spread_out is not None:
+        files = []  # listed, and kept, on the executors
+    elif planned is None:
         found = _discover(config, table, spark)
         check_modes(found, config.in_place, (table.name, table.provider) if table else None)
         files = list(found.files)
@@ -110,44 +113,48 @@ def run(config: JobConfig, spark: Any) -> int:
     if table is not None:
         where = (f"in {_count(len(table.partitions), 'partition')} of table {table.name}"
                  if table.partitions is not None else f"in table {table.name}")
-    log.warning("found %s (%d bytes) %s", _count(len(files), "file"), sum(f.size for f in files), where)
-    state = RunState(config.state, config.storage_options, inputs, options) if config.state else None
-    unchanged: list[dict[str, Any]] = []
-    if state is not None:
-        todo, unchanged = state.split([(f, output_url(f, options)) for f in files])
-        files = [f for f, _ in todo]
-        log.warning("%d of them unchanged since the state recorded them: not opened", len(unchanged))
+    count, nbytes = (spread_out.count, spread_out.nbytes) if spread_out else (len(files), sum(f.size for f in files))
+    log.warning("found %s (%d bytes) %s", _count(count, "file"), nbytes, where)
     # Once the inputs are known good, before any file is opened: what the executors run.
-    workers = kernel_probe.check(spark.sparkContext, config.require_compiled) if files else ()
-    records = _run_on_spark(spark, files, options, config.target_task_bytes,
-                            config.progress_seconds, state) if files else []
-    commits = None
-    if planned is not None:
+    workers = kernel_probe.check(spark.sparkContext, config.require_compiled) if count else ()
+    report, report_error = config.report, None
+    if planned is None:
+        plan = _plan(config, inputs, options)
+        pipeline.prepare(plan)
+        listing = (spread_out.files if spread_out else
+                   spark.sparkContext.parallelize(files, pipeline.slices(len(files))))
+        del files  # the executors hold the listing from here on
+        try:
+            outcome = pipeline.run_files(spark.sparkContext, listing, plan, config.target_task_bytes,
+                                         _watch(spark.sparkContext, config.progress_seconds))
+        finally:
+            listing.unpersist()
+        totals, commits = outcome.tally, None
+        try:
+            with storage_errors("write the state and the report", config.state or report):
+                pipeline.finish(plan)
+        except PageIndexError as err:
+            report, report_error = None, err
+    else:
+        records = _run_on_spark(spark, files, options, config.target_task_bytes,
+                                config.progress_seconds) if files else []
         records, commits = lake.commit_run(planned, records, config.commit_batch_files)
+        totals = tally(records)
+        lake.remember(planned, records)
+        if report:
+            try:
+                with storage_errors("write the report", report):
+                    write_table_report(records, report, config.storage_options)
+            except PageIndexError as err:
+                report, report_error = None, err
     if table is not None and config.in_place and not options.dry_run:
         # Spark caches a table's file listing (sizes included): the files changed underneath it.
         spark.catalog.refreshTable(table.name)
-    failed = [r.get("retryable", False) for r in records if r["status"] == Status.FAILED]
-    code = failures_exit_code(failed, config.max_failures)
-    if state is not None:
-        state.decide_all(records)
-        try:
-            with storage_errors("write the state", config.state):
-                state.save()
-        except PageIndexError as err:
-            say(spark, f"{PROG}: error: {err}", sys.stderr)
-            code = combined_exit_code([code, exit_code(err)])
-        records = sorted(records + unchanged, key=lambda r: r["path"])
-    report, report_error = config.report, None
-    if report:
-        try:
-            with storage_errors("write the report", report):
-                write_report(records, report, config.storage_options)
-        except PageIndexError as err:
-            report, report_error = None, err
-            code = combined_exit_code([code, exit_code(err)])
+    code = totals.exit_code(config.max_failures)
+    if report_error is not None:
+        code = combined_exit_code([code, exit_code(report_error)])
     seconds = time.monotonic() - started
-    say(spark, summary(records, seconds, report=report, fallback=kernel_probe.fallback(workers),
+    say(spark, summary(totals, seconds, report=report, fallback=kernel_probe.fallback(workers),
                        fallback_docs=kernel_probe.DOCS))
     if commits:
         say(spark, commits)
@@ -156,7 +163,7 @@ def run(config: JobConfig, spark: Any) -> int:
     if config.summary_json:
         try:
             with storage_errors("write the summary", config.summary_json):
-                write_summary_json(summary_document(records, seconds, code, report), config.summary_json,
+                write_summary_json(summary_document(totals, seconds, code, report), config.summary_json,
                                    config.storage_options)
         except PageIndexError as err:
             say(spark, f"{PROG}: error: {err}", sys.stderr)
@@ -178,16 +185,49 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _plan(config: JobConfig, inputs: list[str], options: JobOptions) -> pipeline.Plan:
+    return pipeline.Plan(
+        options=options, run=parts.new_run(),
+        started=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0),
+        key=run_key(options), roots=tuple(root_key(input_root(raw, config.storage_options)) for raw in inputs),
+        report=config.report, state=config.state,
+        # --force and --verify-existing ask for every file to be opened; their outcomes are saved.
+        skipping=not (options.force or options.verify_existing), saving=not options.dry_run)
+
+
+def _watch(sc: Any, every: float) -> pipeline.Watch:
+    """Progress lines while the processing job runs."""
+    @contextlib.contextmanager
+    def watch(done: Any, done_bytes: Any, files: int, nbytes: int) -> Iterator[None]:
+        stop = threading.Event()
+        ticker = threading.Thread(target=_progress, args=(sc, done, done_bytes, files, nbytes, every, stop),
+                                  daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+    return watch
+
+
+def write_table_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
+    """A table run's report: its records (on the driver, which commits them) as one part of the
+    report folder."""
+    run = parts.new_run()
+    parts.make_folder(url, storage_options)
+    parts.remove([p.url for p in parts.list_parts(url, storage_options)], storage_options)
+    write_report(records, parts.part_url(url, run, "task", 0, parts.extension(url)), storage_options)
+
+
 def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
-                  progress_seconds: float, state: RunState | None = None) -> list[dict[str, Any]]:
+                  progress_seconds: float) -> list[dict[str, Any]]:
+    """A table run's files processed on Spark, their records collected (the driver commits them)."""
     sc = spark.sparkContext
     # A small dataset still spreads over every core the cluster offers.
     spread = -(-sum(f.size for f in files) // max(1, sc.defaultParallelism))
     tasks = pack(files, max(1, min(target, spread)))
     done, done_bytes = sc.accumulator(0), sc.accumulator(0)
-    # What the state needs of each record, merged on the driver as each task ends (accumulator
-    # updates arrive per finished task, before the job's collect returns).
-    decided = sc.accumulator({}, Decisions()) if state is not None else None
 
     def run_task(task: list) -> list[dict[str, Any]]:
         out, sizes = [], {f.url: f.size for f in task}  # as listed: what the total counts
@@ -195,34 +235,12 @@ def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
             out.append(record)
             done.add(1)
             done_bytes.add(sizes.get(record["path"], 0))
-        if decided is not None:
-            decided.add({r["path"]: {k: r.get(k) for k in DECISION_FIELDS} for r in out})
         return out
 
-    stop = threading.Event()
-    ticker = threading.Thread(target=_progress, args=(sc, done, done_bytes, len(files),
-                                                         sum(f.size for f in files), progress_seconds, stop,
-                                                         lambda: _checkpoint(state, decided)),
-                              daemon=True)
-    ticker.start()
-    try:
-        sc.setJobDescription(f"pageindex: {len(files)} files in {len(tasks)} tasks")
+    sc.setJobDescription(f"pageindex: {len(files)} files in {len(tasks)} tasks")
+    with _watch(sc, progress_seconds)(done, done_bytes, len(files), sum(f.size for f in files)):
         records = sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
-    finally:
-        stop.set()
-        ticker.join()  # a checkpoint under way ends before the state is saved
     return sorted(records, key=lambda r: r["path"])
-
-
-def _checkpoint(state: RunState | None, decided: Any) -> None:
-    """The decisions of the tasks ended so far into the state, written when a checkpoint is due.
-    The accumulator is emptied as it is read: a task's update merged meanwhile is seen again at
-    the next checkpoint, or at the end from the collected records."""
-    if state is None or not state.due():
-        return
-    taken, decided.value = decided.value, {}
-    state.decide_all(dict(taken).values())
-    state.checkpoint()
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | None = "local[*]") -> int:
@@ -236,9 +254,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | Non
     own = None
     try:
         config = JobConfig.from_argv(argv)
-        check_report_path(config.report, config.storage_options)
+        parts.check_folder_path(config.report, config.storage_options, "the report")
         check_report_path(config.summary_json, config.storage_options, "the summary")
-        check_report_path(config.state, config.storage_options, "the state")
+        parts.check_folder_path(config.state, config.storage_options, "the state")
         if spark is None:
             spark = own = _start_session(config, master)
         else:
@@ -315,9 +333,9 @@ def _not_interrupted(record: logging.LogRecord) -> bool:
 def _stopped(spark: Any, own: Any) -> int:
     progress = console_progress(spark)  # asked before the session stops
     stop(spark, own)
-    print(("\n" if progress else "") + f"{PROG}: stopped: files being processed were left as they "
-          "were (commits in flight undone); no report written; a rerun goes on where this one stopped",
-          file=sys.stderr)
+    print(("\n" if progress else "") + f"{PROG}: stopped: files being processed were left as they were "
+          "(commits in flight undone); the report holds the parts of the tasks that ended; a rerun goes on "
+          "where this one stopped", file=sys.stderr)
     return EXIT_INTERRUPTED
 
 

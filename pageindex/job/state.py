@@ -24,6 +24,7 @@ from pageindex.index.marker import options_key
 from pageindex.io.commit import temp_name
 from pageindex.io.discovery import InputFile, canonical_local, input_root
 from pageindex.io.storage import resolve, storage_errors
+from pageindex.job import parts
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
 from pageindex.version import __version__
@@ -67,7 +68,8 @@ def add_state_argument(parser: argparse.ArgumentParser) -> None:
     """--state, the same for the CLI's retrofit and the Spark job."""
     parser.add_argument(
         "--state", metavar="PATH",
-        help="a small Parquet table (local or s3://) of what each run decided per file: a file "
+        help="a small Parquet table (local or s3://; the Spark job's: a folder of part files) of what "
+             "each run decided per file: a file "
              "listed with the size and version (S3 ETag, local mtime) it records, indexed or found "
              "indexed under the same index options, is not opened (status unchanged); new and "
              "changed files are processed and recorded, failures retried. Written at the end and at "
@@ -95,6 +97,8 @@ def read_state_tidied(url: str, storage_options: dict[str, Any]) -> tuple[dict[s
             fs, path = resolve(url, storage_options=storage_options)
             if not fs.exists(path):
                 return {}, False
+            if fs.isdir(path):  # the job's: a folder of part files, rewritten by each run
+                return read_state_folder(url, storage_options), False
             data = fs.cat_file(path)
         return _entries(pq.read_table(pa.BufferReader(data)))
     except (PageIndexError, OSError, ValueError, pa.ArrowException) as err:
@@ -103,7 +107,28 @@ def read_state_tidied(url: str, storage_options: dict[str, Any]) -> tuple[dict[s
         return {}, False
 
 
+def read_state_folder(url: str, storage_options: dict[str, Any]) -> dict[str, Entry]:
+    """The entries of a state folder's parts, read in their runs' order: a later run's entry of a
+    path replaces an earlier one's (a crashed run's parts count, over the run before it)."""
+    entries: dict[str, Entry] = {}
+    for part in parts.list_parts(url, storage_options):
+        entries.update(read_part(part.url, storage_options))
+    return entries
+
+
+def read_part(url: str, storage_options: dict[str, Any]) -> dict[str, Entry]:
+    """One state file's entries by path (raises on a damaged one)."""
+    fs, path = resolve(url, storage_options=storage_options)
+    return entries_of(pq.read_table(pa.BufferReader(fs.cat_file(path))))
+
+
+def entries_of(table: pa.Table) -> dict[str, Entry]:
+    """A state table's entries by state_key (ValueError: not a state)."""
+    return _entries(table)[0]
+
+
 def _entries(table: pa.Table) -> tuple[dict[str, Entry], bool]:
+    """entries_of, and whether any stored path was not as state_key names it."""
     missing = [f.name for f in STATE_SCHEMA if f.name not in table.column_names]
     if missing:
         raise ValueError(f"not a pageindex state: no column {', '.join(missing)}")
@@ -167,23 +192,6 @@ def write_state(entries: Iterable[Entry], url: str, storage_options: dict[str, A
                 os.unlink(tmp)
 
 
-# The fields of a record the state takes (RunState.decide): what the job's tasks send to the driver
-# as they end, for its checkpoints.
-DECISION_FIELDS = ("path", "status", "bytes_out", "version")
-
-
-class Decisions:
-    """A Spark AccumulatorParam of decided records by path (the job's checkpoints): merged as
-    tasks end, a retried task's records replacing its earlier attempt's."""
-
-    def zero(self, value: dict) -> dict:
-        return {}
-
-    def addInPlace(self, value: dict, more: dict) -> dict:  # noqa: N802 - Spark's name
-        value.update(more)
-        return value
-
-
 class RunState:
     """The state of one run: the previous decisions it skips by, and the new ones it saves."""
 
@@ -223,12 +231,11 @@ class RunState:
         self.listed_keys.add(key)
         entry = self.previous.get(str(key))
         if self.skipping and entry is not None and self._settles(entry, file, output):
-            return _unchanged_record(file, output, entry)
+            return unchanged_record(file, output, entry)
         return None
 
     def _settles(self, entry: Entry, file: InputFile, output: str | None) -> bool:
-        return (file.version is not None and entry.version == file.version and entry.size == file.size
-                and entry.status in SETTLED and entry.options == self.key and entry.output == state_key(output))
+        return settles(entry, file, output, self.key)
 
     def decide(self, record: dict[str, Any]) -> None:
         """Take a processed file's record; write the state when a checkpoint is due."""
@@ -250,12 +257,7 @@ class RunState:
         if listed is None or record["status"] == Status.UNCHANGED:
             return
         file, output = listed
-        rewritten = output is None and record["status"] in (Status.INDEXED, Status.REPAIRED)
-        key = str(state_key(file.url))
-        self.decided[key] = Entry(
-            key, record["bytes_out"] if rewritten else file.size,
-            record.get("version") if rewritten else file.version, str(record["status"]), self.key,
-            state_key(output), __version__, self.started)
+        self.decided[str(state_key(file.url))] = decided_entry(file, output, record, self.key, self.started)
         self._since_saved += 1
 
     def checkpoint(self) -> None:
@@ -275,16 +277,33 @@ class RunState:
         if not self.saving:
             return
         kept = {path: e for path, e in self.previous.items()
-                if path in self.listed_keys or not any(_below(path, root) for root in self.roots)}
+                if path in self.listed_keys or not any(below(path, root) for root in self.roots)}
         if self.decided or len(kept) < len(self.previous) or not self._found or self._untidy:
             write_state({**kept, **self.decided}.values(), self.url, self.storage_options)
 
 
-def _below(path: str, root: str) -> bool:
+def settles(entry: Entry, file: InputFile, output: str | None, key: str) -> bool:
+    """Whether `entry` settles `file` as listed now, under options `key` and this `output`."""
+    return (file.version is not None and entry.version == file.version and entry.size == file.size
+            and entry.status in SETTLED and entry.options == key and entry.output == state_key(output))
+
+
+def decided_entry(file: InputFile, output: str | None, record: dict[str, Any], key: str,
+                  started: datetime.datetime) -> Entry:
+    """The state's entry for a processed file's record (a file rewritten in place: its new size
+    and version)."""
+    rewritten = output is None and record["status"] in (Status.INDEXED, Status.REPAIRED)
+    return Entry(str(state_key(file.url)), record["bytes_out"] if rewritten else file.size,
+                 record.get("version") if rewritten else file.version, str(record["status"]), key,
+                 state_key(output), __version__, started)
+
+
+def below(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies below it."""
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _unchanged_record(file: InputFile, output: str | None, entry: Entry) -> dict[str, Any]:
+def unchanged_record(file: InputFile, output: str | None, entry: Entry) -> dict[str, Any]:
     """The report record of a file the state settles: not opened, nothing read."""
     return {**failed_record(file, None, f"listed as the state recorded it on "
                                         f"{entry.decided_at:%Y-%m-%d %H:%M:%S} UTC: {entry.status}"),

@@ -31,6 +31,7 @@ from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 from tests.helpers.lakes import check_rerun_records  # noqa: E402
+from tests.helpers.report_parts import report_records
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
 NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
@@ -130,7 +131,7 @@ def test_job_replaces_every_file_through_the_log(spark, tmp_path):
     def run_job():
         assert main(["--input", root, "--in-place", "--commit-batch-files", "4",
                      "--report", str(report)], spark=spark) == 0
-        return [json.loads(line) for line in report.read_text().splitlines()]
+        return report_records(report)
 
     check_job(root, run_job)
 
@@ -148,8 +149,8 @@ def test_job_on_s3(spark, s3_server, s3_bucket):
         assert main(["--input", root, "--in-place", "--commit-batch-files", "4",
                      "--s3-endpoint-url", s3_server, "--report", path], spark=spark) == 0
         fs, inner = resolve(path, None, options)
-        with fs.open(inner, "rb") as f:
-            report[:] = [json.loads(line) for line in f.read().decode().splitlines()]
+        report[:] = [json.loads(line) for part in fs.find(inner)  # a folder of parts
+                     for line in fs.cat_file(part).decode().splitlines()]
         return report
 
     check_job(root, run_job, options)
@@ -347,12 +348,13 @@ def test_table_needing_writer_features_delta_rs_lacks_is_refused_at_plan_time(tm
 # --------------------------------------------------------------------------- reruns
 
 def _data_reads(proxy, bucket: str) -> set[str]:
-    """The table-relative paths of the objects a run read (HEAD or GET), its log excluded (the
-    keys as stored: delta-rs keeps a partition value's escapes in the key, as `p=c%20d`)."""
+    """The table-relative paths of the objects a run read (HEAD or GET), its log and the last run's
+    record beside it excluded (the keys as stored: delta-rs keeps a partition value's escapes in
+    the key, as `p=c%20d`)."""
     prefix = f"/{bucket}/lake/t/"
     return {unquote(r.path)[len(prefix):] for r in proxy.log
             if r.operation in ("GetObject", "HeadObject") and unquote(r.path).startswith(prefix)
-            and "/_delta_log/" not in r.path}
+            and "/_delta_log/" not in r.path and "/_pageindex/" not in r.path}
 
 
 def test_rerun_after_two_appends_reads_only_the_appended_files(spark, s3_server, s3_bucket, tmp_path):
@@ -366,7 +368,7 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(spark, s3_server,
             assert main(["--input", root, "--in-place", "--s3-endpoint-url", proxy.endpoint,
                          "--report", str(report)], spark=spark) == 0
             return {r["path"].removeprefix(f"{root}/"): r
-                    for r in map(json.loads, report.read_text().splitlines())}
+                    for r in report_records(report)}
 
         first = run_job(tmp_path / "first.jsonl")
         assert {r["status"] for r in first.values()} == {Status.INDEXED}
@@ -385,6 +387,49 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(spark, s3_server,
     check_rerun_records(second, copies, appended)
     assert rows(root, options=options) == expected
     assert_indexed(root, options)
+
+
+def test_rerun_of_a_table_its_writer_indexed_opens_only_the_appended_files(spark, s3_server, s3_bucket, tmp_path):
+    """deltalake writes page indexes: the first run finds every file indexed and commits nothing,
+    and records the version it planned from beside the table. After two appends the rerun plans
+    from the log's changes since: not one request for an earlier file; --force opens them all."""
+    spark.sparkContext.environment.update({k: os.environ[k] for k in s3h._ENV})
+    root, options = f"s3://{s3_bucket}/lake/t", s3h.storage_options(s3_server)
+    kw = dict(partition_by=["p"], storage_options=_delta(options))  # deltalake's default: indexed
+    write_deltalake(root, _rows(0, 600), **kw)
+    write_deltalake(root, _rows(600, 300), mode="append", **kw)
+    earlier = {unquote(p) for p in delta.snapshot(DeltaTable(root, storage_options=_delta(options)),
+                                                  root, options).files}
+    assert len(earlier) == 6
+    with FaultProxy(s3_server) as proxy:
+        def run_job(report, *more):
+            assert main(["--input", root, "--in-place", "--s3-endpoint-url", proxy.endpoint,
+                         "--report", str(report), *more], spark=spark) == 0
+            return {r["path"].removeprefix(f"{root}/"): r for r in report_records(report)}
+
+        first = run_job(tmp_path / "first.jsonl")
+        assert {r["status"] for r in first.values()} == {Status.ALREADY_INDEXED}
+        assert DeltaTable(root, storage_options=_delta(options)).version() == 1, "nothing committed"
+        for first_row in (900, 1200):  # another writer's two appends
+            write_deltalake(root, _rows(first_row, 300), mode="append", **kw)
+        appended = {unquote(p) for p in delta.snapshot(DeltaTable(root, storage_options=_delta(options)),
+                                                       root, options).files} - earlier
+        assert len(appended) == 6
+        proxy.reset()
+        second = run_job(tmp_path / "second.jsonl")
+        assert _data_reads(proxy, s3_bucket) == appended
+        assert not {unquote(r.path) for r in proxy.log} & {f"/{s3_bucket}/lake/t/{p}" for p in earlier}
+        assert {second[p]["status"] for p in earlier} == {Status.UNCHANGED}
+        assert all(second[p]["bytes_read"] == 0 for p in earlier)
+        assert {second[p]["status"] for p in appended} == {Status.ALREADY_INDEXED}
+        proxy.reset()
+        third = run_job(tmp_path / "third.jsonl")  # nothing new: nothing opened
+        assert {r["status"] for r in third.values()} == {Status.UNCHANGED}
+        assert not _data_reads(proxy, s3_bucket)
+        proxy.reset()
+        forced = run_job(tmp_path / "forced.jsonl", "--verify-existing")
+        assert {r["status"] for r in forced.values()} == {Status.ALREADY_INDEXED}
+        assert _data_reads(proxy, s3_bucket) >= earlier | appended
 
 
 def _plan_and_commit(root: str, **options):

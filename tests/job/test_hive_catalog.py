@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers import hive_catalog as hive
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.report_parts import report_records
 
 pytestmark = pytest.mark.spark
 
@@ -55,7 +56,7 @@ def test_every_partition_indexed_wherever_it_lives(tmp_path):
     assert job.returncode == 0, job.stderr[-3000:]
     assert "found 6 files" in job.stderr and f"in 3 partitions of table {hive.TABLE}" in job.stderr, job.stderr
 
-    records = [json.loads(line) for line in report.read_text().splitlines()]
+    records = report_records(report)
     assert sorted(r["path"] for r in records) == sorted(map(str, files))
     assert {r["status"] for r in records} == {"indexed"}
     for f in files:  # the external partition's files included

@@ -44,6 +44,7 @@ from tests.helpers import s3 as s3h  # noqa: E402
 from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 from tests.helpers.lakes import check_rerun_records  # noqa: E402
+from tests.helpers.report_parts import report_records
 
 NAME = "lake.db.t"
 
@@ -205,7 +206,7 @@ def test_job_commits_in_batches(spark, table, tmp_path):
     def run_job():
         assert main(["--iceberg-table", NAME, "--in-place", "--commit-batch-files", "4",
                      "--report", str(report)], spark=spark) == 0
-        return [json.loads(line) for line in report.read_text().splitlines()]
+        return report_records(report)
 
     records = run_job()
     snapshots = [s.snapshot_id for s in load().snapshots()]

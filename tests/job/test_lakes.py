@@ -16,6 +16,7 @@ import pytest
 from pageindex.job.spark import main
 from tests.helpers import lakes
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.report_parts import report_records
 
 
 def run_job(spark, *argv) -> int:
@@ -23,7 +24,7 @@ def run_job(spark, *argv) -> int:
 
 
 def report(path: Path) -> dict[str, dict]:
-    return {Path(r["path"]).as_posix(): r for r in map(json.loads, path.read_text().splitlines())}
+    return {Path(r["path"]).as_posix(): r for r in report_records(path)}
 
 
 # ---------------------------------------------------------------- table roots

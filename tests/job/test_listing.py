@@ -70,3 +70,38 @@ def test_a_typed_error_of_a_listing_comes_back_typed(spark):
     with pytest.raises(MissingInputError, match="p=7"):  # the first in the items' order
         run(fail_at_seven, list(range(40)))
     assert run(lambda n: n + 1, list(range(40))) == list(range(1, 41))
+
+
+def test_job_keeps_a_spark_listing_distributed_and_skips_by_the_state_there(s3_workers, s3_server, partitions,
+                                                                            tmp_path, monkeypatch):
+    """Past the threshold the job's listing stays on the executors (the driver's _listing and
+    its Mapper are never called), is joined with the state there, and the rerun opens nothing."""
+    from pageindex.job.spark import main
+    from tests.helpers.report_parts import report_records
+
+    options = s3h.storage_options(s3_server)
+    expected = {f.url for f in discover([f"s3://{partitions}/t/day=*"], options).files}
+
+    def not_here(*args):
+        raise AssertionError("listed on the driver")
+
+    monkeypatch.setattr(discovery, "_listing", not_here)
+    monkeypatch.setattr(listing, "on_spark", not_here)
+    state = tmp_path / "state"
+    args = ["--input", f"s3://{partitions}/t/day=*", "--output", str(tmp_path / "out"), "--s3-endpoint-url",
+            s3_server, "--state", str(state)]
+    assert main([*args, "--report", str(tmp_path / "first")], spark=s3_workers) == 0
+    first = report_records(tmp_path / "first")
+    assert {r["path"] for r in first} == expected and {r["status"] for r in first} == {"skipped"}
+    assert main([*args, "--report", str(tmp_path / "second")], spark=s3_workers) == 0
+    second = report_records(tmp_path / "second")
+    assert {r["path"] for r in second} == expected and {r["status"] for r in second} == {"unchanged"}
+
+
+def test_missing_match_of_a_spark_listing_is_one_typed_error(s3_workers, s3_server, partitions, capsys):
+    from pageindex.job.spark import main
+
+    inputs = [f"s3://{partitions}/t/day={i:02d}" for i in range(PARTITIONS)] + [f"s3://{partitions}/t/nope"]
+    assert main(["--input", *inputs, "--in-place", "--s3-endpoint-url", s3_server], spark=s3_workers) == 2
+    err = capsys.readouterr().err
+    assert "t/nope" in err and "does not exist" in err, err

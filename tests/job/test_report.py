@@ -24,6 +24,11 @@ JSON_COLUMNS = ("without_column_index_reasons", "page_stats_fallback_reasons", "
 
 
 def _schema(path: Path) -> pa.Schema:
+    """A report file's schema, or each part's of the job's report folder (all the same)."""
+    if path.is_dir():
+        schemas = [pq.read_schema(part).remove_metadata() for part in path.glob("part-*.parquet")]
+        assert schemas and all(s == schemas[0] for s in schemas), path
+        return schemas[0]
     return pq.read_schema(path).remove_metadata()
 
 

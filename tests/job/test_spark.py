@@ -35,6 +35,7 @@ from pageindex.job.config import JobConfig, check_argv
 from pageindex.job.process import JobOptions, process_file
 from pageindex.job.spark import main
 from pageindex.verify import verify
+from tests.helpers.report_parts import report_records
 from tests.helpers import s3 as s3h
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.spark import scan_output_rows
@@ -149,14 +150,9 @@ def footer_start(data: bytes) -> int:
 
 
 def read_report(path: Path) -> list[dict]:
-    if path.suffix == ".parquet":
-        rows = pq.read_table(path).to_pylist()
-        for r in rows:
-            r["without_column_index_reasons"] = json.loads(r["without_column_index_reasons"])
-            r["page_stats_fallback_reasons"] = json.loads(r["page_stats_fallback_reasons"])
-            r["violations"] = json.loads(r["violations"])
-        return rows
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The job's report: a folder of part files (report_parts.report_records)."""
+    assert Path(path).is_dir(), "the job's report is a folder of part files"
+    return report_records(path)
 
 
 def by_path(records: list[dict]) -> dict[str, dict]:
@@ -457,7 +453,8 @@ def test_s3_in_place(s3_spark, s3fs_fs, s3_bucket, s3_server, s3_sources, tmp_pa
     code = run_job(s3_spark, "--input", f"s3://{bucket}/data", "--in-place",
                    "--s3-endpoint-url", s3_server, "--report", report)
     assert code == 0
-    records = [json.loads(x) for x in fs.cat_file(f"{bucket}/reports/run1.jsonl").decode().splitlines()]
+    records = [json.loads(x) for part in fs.find(f"{bucket}/reports/run1.jsonl")  # a folder of parts
+               for x in fs.cat_file(part).decode().splitlines()]
     recs = by_path(records)
     assert set(recs) == {f"s3://{bucket}/data/{rel}" for rel in s3_sources}
     tags = {}

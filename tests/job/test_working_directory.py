@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers.report_parts import report_records
+
 TREE = Path(__file__).resolve().parents[2] / "pageindex"
 
 # Maps `pageindex` to this tree as an editable install's meta-path finder does: after the
@@ -74,6 +76,6 @@ def test_job_from_the_parent_of_a_clone(tmp_path: Path) -> None:
     from pageindex.version import __version__
 
     assert out == {"rc": 0, "workers": [__version__]}
-    record = json.loads((tmp_path / "report.json").read_text())
+    [record] = report_records(tmp_path / "report.json")
     assert record["status"] == "indexed"
     assert pq.ParquetFile(data).metadata.row_group(0).column(0).has_column_index

@@ -104,7 +104,8 @@ def states(run: dict) -> dict[tuple[str, int], tuple[str, int]]:
 
 
 def reports(prefix: Path) -> list[str]:
-    return sorted(p.relative_to(prefix).as_posix() for p in prefix.rglob("*.parquet"))
+    """The reports below `prefix` (the job's: folders of part files, each one report)."""
+    return sorted(p.relative_to(prefix).as_posix() for p in prefix.rglob("*.parquet") if not p.name.startswith("part-"))
 
 
 def run_date_dir(run: dict) -> str:

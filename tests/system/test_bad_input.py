@@ -24,6 +24,7 @@ from pageindex.io.commit import TEMP_TAG
 from pageindex.verify import verify
 from tests.helpers.bad_input_runner import REPO_ROOT, run_jobs
 from tests.helpers.corpus import CORPUS_DIR, corpus_files, corpus_rows
+from tests.helpers.report_parts import report_records
 from tests.helpers.retrofit_checks import (
     assert_same_data,
     check_layout,
@@ -280,7 +281,7 @@ def test_spark_job_over_every_bad_file(spark, tmp_path):
     report = tmp_path / "report.jsonl"
     code = main(["--input", str(root), "--in-place", "--report", str(report), *BROKEN_NOW], spark=spark)
     assert code == 3  # every failure is in the files' bytes: nothing for a retry to mend
-    records = {r["path"]: r for r in map(json.loads, report.read_text().splitlines())}
+    records = {r["path"]: r for r in report_records(report)}
     assert set(records) == set(names)
     for path, rec in records.items():
         rel = _rel(names[path])

@@ -18,6 +18,7 @@ import pytest
 
 from pageindex.scan import compiled
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.report_parts import report_records
 from tests.helpers.standalone import standalone_cluster
 
 pytestmark = pytest.mark.slow  # every test builds the zip or runs the wrapper in a subprocess
@@ -236,7 +237,7 @@ def test_local_job_exit_codes(tmp_path):
     proc = wrapper("--input", str(data), "--output", str(out), "--report", str(report),
                    "--target-task-bytes", "1m", env=_local_env(), cwd=tmp_path, timeout=BUILD_TIMEOUT)
     assert proc.returncode == 3, proc.stderr[-4000:]
-    rows = {Path(r["path"]).name: r["status"] for r in map(json.loads, report.read_text().splitlines())}
+    rows = {Path(r["path"]).name: r["status"] for r in report_records(report)}
     assert rows == {"good.parquet": "indexed", "bad.parquet": "failed"}
     meta = pq.ParquetFile(out / "good.parquet").metadata
     assert meta.row_group(0).column(0).has_column_index
@@ -301,7 +302,7 @@ def test_standalone_executors_run_the_shipped_environment_and_the_compiled_path(
         assert python.is_relative_to(cluster.work_dir), where
         assert python.parent.parent.name == "environment" and python != Path(sys.executable)
         assert package.is_relative_to(python.parent.parent) and "site-packages" in package.parts, where
-    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    rows = report_records(report)
     assert sorted(Path(r["path"]).name for r in rows) == sorted(before)
     assert {(r["status"], r["scan_path"]) for r in rows} == {("indexed", "compiled")}
     assert "Arrow fallback" not in proc.stdout + proc.stderr
@@ -331,6 +332,6 @@ def test_standalone_fallback_executors_are_said_counted_and_refused(cluster, tmp
     assert proc.returncode == 0, _ours(proc)
     warned = [ln for ln in proc.stdout.splitlines() if "executors index files by the Arrow fallback" in ln]
     assert len(warned) == 1 and f"(python {env_python})" in warned[0], _ours(proc)
-    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    rows = report_records(report)
     assert {(r["status"], r["scan_path"]) for r in rows} == {("indexed", compiled.ARROW)}
     assert "  2 files indexed by the Arrow fallback: the compiled kernels did not load on " in proc.stdout

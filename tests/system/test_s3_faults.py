@@ -52,6 +52,7 @@ from tests.helpers.fault_proxy import (
     permanent,
 )
 from tests.helpers.paths import HELPERS_DIR, REPO_ROOT
+from tests.helpers.report_parts import report_records
 
 FAULTS = ("503", "500", "drop", "drop_after", "truncate")
 BOTOCORE_ATTEMPTS = 9  # retries.max_attempts=8 retries after the first attempt
@@ -482,7 +483,7 @@ def _job_dataset(s3fs_fs, bucket: str, sources) -> dict[str, SimpleNamespace]:
 
 
 def _report(path: Path) -> dict[str, dict]:
-    return {r["path"]: r for r in map(json.loads, path.read_text().splitlines())}
+    return {r["path"]: r for r in report_records(path)}
 
 
 @pytest.mark.parametrize("mode", ["in_place", "output"])
