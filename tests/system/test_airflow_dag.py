@@ -123,6 +123,7 @@ def airflow_python() -> Path:
 
 # ---------------------------------------------------------------- the DAGs' side, no JVM
 
+ENV_ARCHIVE = "s3://artifacts/pageindex/pageindex-env-0123abcd.tar.gz#environment"
 FAKE_VARIABLE = {"input_paths": ["/data/events"], "spark_conf": {"spark.executor.memoryOverhead": "2g"},
                  "env_vars": {"PAGEINDEX_PROBE": "on"}, "max_failures": 2, "yarn_queue": "etl"}
 
@@ -149,6 +150,19 @@ def _fake_runs(tmp: Path) -> list[dict]:
         dict(dag_id=DAG_ID, run_after="2026-06-07T02:00:00+00:00",
              conf={"delta_table": "/lake/t"},
              variables={**prefix, "pageindex_backfill_params": {"table": "db.x", "max_failures": -1}}),
+        # 7: the packed environment: shipped with --archives, executors run its python, no zip
+        # (in_place and spark_conf given: under dag.test, the confs of runs 3 and 4 stay in the DAG's
+        # params for the later runs of this process)
+        dict(dag_id=DAG_ID, run_after="2026-06-08T02:00:00+00:00",
+             conf={"table": "db.events", "in_place": True, "spark_conf": {}},
+             variables={**prefix, "pageindex_archives": ENV_ARCHIVE,
+                        "pageindex_py_files": "s3://artifacts/pageindex/pageindex.zip"}),
+        # 8: the environment without an alias gets `environment`; a python the user's conf names wins
+        dict(dag_id=TABLES_DAG_ID, run_after="2026-06-09T02:00:00+00:00", variables={
+            **prefix, "pageindex_archives": ENV_ARCHIVE.split("#")[0],
+            "pageindex_backfill_tables_params": {"spark_conf": {"spark.executor.memoryOverhead": "2g"}}},
+             conf={"targets": [{"table": "db.a"},
+                               {"table": "db.b", "spark_conf": {"spark.pyspark.python": "/opt/py/bin/python3"}}]}),
     ]
 
 
@@ -204,6 +218,8 @@ def test_run_without_logical_date_takes_variables_at_run_time(fake):
     assert _conf(argv) == {"spark.executor.memoryOverhead": "2g", "spark.executorEnv.PAGEINDEX_PROBE": "on"}
     assert argv[argv.index("--queue") + 1] == "etl"
     assert argv[argv.index("--py-files") + 1] == "s3://artifacts/pageindex/pageindex.zip"
+    assert "--archives" not in argv
+    assert "Arrow fallback" in fake["logs"][0]  # the task warns that the zip cannot run the compiled kernels
     app = argv.index("/opt/pageindex/jobs/retrofit_job.py")
     report = argv[-1]
     assert argv[app + 1:] == ["--input", "/data/events", "--in-place", "--max-failures", "2",
@@ -252,6 +268,29 @@ def test_mapped_sources_each_run_alone_with_their_own_report(fake):
     assert "--state" not in calls[0] + calls[1]
 
 
+def test_packed_environment_is_shipped_instead_of_the_zip(fake):
+    """pageindex_archives set: --archives ENV#environment, executors run ./environment/bin/python
+    (unless the run's spark_conf names a python), no --py-files whose zip would hide the compiled
+    kernels, whatever pageindex_py_files says."""
+    single, mapped = fake["result"]["runs"][7:9]
+    assert states(single) == {("retrofit", -1): ("success", 1)}, fake["logs"][7][-4000:]
+    [argv] = _calls_of(fake, single)
+    assert argv[argv.index("--archives") + 1] == ENV_ARCHIVE
+    assert "--py-files" not in argv
+    assert _conf(argv) == {"spark.pyspark.python": "./environment/bin/python"}
+    assert "Arrow fallback" not in fake["logs"][7]
+    app = argv.index("/opt/pageindex/jobs/retrofit_job.py")
+    assert argv[app + 1:app + 4] == ["--table", "db.events", "--in-place"]
+
+    assert states(mapped) == {("targets", -1): ("success", 1), ("retrofit", 0): ("success", 1),
+                              ("retrofit", 1): ("success", 1)}, fake["logs"][8][-4000:]
+    first, second = sorted(_calls_of(fake, mapped), key=lambda c: c[-1])
+    for argv in (first, second):
+        assert argv[argv.index("--archives") + 1] == ENV_ARCHIVE and "--py-files" not in argv
+    assert _conf(first) == {"spark.executor.memoryOverhead": "2g", "spark.pyspark.python": "./environment/bin/python"}
+    assert _conf(second) == {"spark.pyspark.python": "/opt/py/bin/python3"}
+
+
 # ---------------------------------------------------------------- the real job through spark-submit
 
 def _indexless(path: Path, rows: int = 20_000) -> None:
@@ -269,7 +308,8 @@ def real_runs(airflow_python: Path, workdir: Path, runs: list[dict], extra_env: 
               ) -> tuple[dict, list[str]]:
     """run_dags with the pyspark package's spark-submit and the real job (zip built first)."""
     build = subprocess.run(["bash", str(REPO_ROOT / "deploy" / "spark-submit.sh"), "--dry-build"], check=False,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                           env={**os.environ, "PAGEINDEX_EXECUTOR_ENV": "zip"})
     assert build.returncode == 0, build.stdout
     spark_bin = Path(sys.executable).parent  # .venv/bin: spark-submit from the pyspark package
     assert (spark_bin / "spark-submit").exists()
