@@ -10,7 +10,8 @@ location.
 
 Two kinds of runs: against a stand-in spark-submit that exits with the code its --conf asks for
 (the DAG's side of the contract, no JVM), and against the real jobs/retrofit_job.py through the
-pyspark package's spark-submit (local[2]).
+pyspark package's spark-submit (local[2]; a local-cluster for the packed environment, whose
+executors unpack it in working directories of their own).
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 import pytest
 
 from tests.helpers.paths import HELPERS_DIR, REPO_ROOT
@@ -353,8 +356,9 @@ def test_real_job_nights_and_mapped_roots(airflow_python, tmp_path):
     assert states(first) == states(second) == {("retrofit", -1): ("success", 1)}, logs[:2]
     assert _has_index(good)
     night1, night2 = (f"{run_date_dir(r)}/{safe(r['run_id'])}-try1.parquet" for r in (first, second))
-    assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night1).to_pylist()] == [
-        (str(good), "indexed")]
+    # the zip on --py-files: the compiled kernels cannot load from it, the Arrow fallback indexed the file
+    assert [(r["path"], r["status"], r["scan_path"]) for r in pq.read_table(prefix / night1).to_pylist()] == [
+        (str(good), "indexed", "arrow")]
     assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night2).to_pylist()] == [
         (str(good), "already_indexed")]
 
@@ -383,6 +387,47 @@ def test_real_job_corrupt_file_fails_without_retry(airflow_python, tmp_path):
     assert "no retry can mend (exit 3)" in logs[0] and "pageindex job: 1 file in " in logs[0]
     [row] = pq.read_table(prefix / run_date_dir(broken) / f"{safe(broken['run_id'])}-try1.parquet").to_pylist()
     assert (row["path"], row["status"], row["retryable"]) == (str(corrupt), "failed", False)
+
+
+# A stand-in for deploy/pack_env.py's environment (building that one installs pyarrow & co from the
+# package index, minutes; tests/system/test_deploy_submit.py covers it): bin/python runs this
+# checkout's pageindex, its compiled kernels built in place, with .venv's interpreter.
+STAND_IN_PYTHON = f"""#!/bin/sh
+PYTHONPATH={REPO_ROOT} exec {sys.executable} "$@"
+"""
+
+
+@pytest.mark.spark
+def test_real_job_runs_the_packed_environment_with_the_compiled_kernels(airflow_python, tmp_path):
+    """pageindex_archives set: executors (a local-cluster's, in their own working directories)
+    unpack it and run ./environment/bin/python; no zip hides the compiled kernels, though
+    pageindex_py_files names one, so the file is indexed by them (the report says so)."""
+    kernels = [p for p in (REPO_ROOT / "pageindex").rglob("*.pyx") if not list(p.parent.glob(f"{p.stem}.*.so"))]
+    assert not kernels, f"build the kernels in place first (setup.py build_ext --inplace): {kernels}"
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text(STAND_IN_PYTHON)
+    (env / "bin" / "python").chmod(0o755)
+    archive = tmp_path / "pageindex-env.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(env / "bin", arcname="bin")
+    data = tmp_path / "data" / "part-0.parquet"
+    _indexless(data)
+    prefix = tmp_path / "reports"
+    runs = [dict(dag_id=DAG_ID, run_after="2026-06-05T02:00:00+00:00", conf={"input_paths": [str(data.parent)]},
+                 variables={"pageindex_report_prefix": str(prefix), "pageindex_archives": f"{archive}#environment",
+                            # client deploy mode: the driver runs here, in the same environment unpacked
+                            "pageindex_backfill_params": {
+                                "spark_conf": {"spark.pyspark.driver.python": str(env / "bin" / "python")}}})]
+    result, logs = real_runs(airflow_python, tmp_path / "work", runs, {
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local-cluster[1,1,1024]"})})
+    [run] = result["runs"]
+    assert states(run) == {("retrofit", -1): ("success", 1)}, logs[0][-6000:]
+    assert "executors scan with the compiled kernels" in logs[0] and "Arrow fallback" not in logs[0]
+    assert _has_index(data)
+    [row] = pq.read_table(prefix / run_date_dir(run) / f"{safe(run['run_id'])}-try1.parquet").to_pylist()
+    assert (row["path"], row["status"], row["scan_path"]) == (str(data), "indexed", "compiled")
 
 
 def _lake_rows(first: int, n: int):
