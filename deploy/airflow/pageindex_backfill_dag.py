@@ -14,11 +14,16 @@ Configuration, in the order a value wins:
   3. the params' defaults, some from the environment of the dag processor (PAGEINDEX_BACKFILL_TABLE,
      PAGEINDEX_BACKFILL_INPUTS (whitespace-separated), PAGEINDEX_BACKFILL_DELTA_TABLE,
      PAGEINDEX_BACKFILL_ICEBERG_TABLE).
-  Variables `pageindex_job_script`, `pageindex_py_files`, `pageindex_report_prefix` (run time;
-  defaults PAGEINDEX_JOB_SCRIPT, PAGEINDEX_PY_FILES, PAGEINDEX_REPORT_PREFIX). The Spark connection
+  Variables `pageindex_job_script`, `pageindex_archives`, `pageindex_py_files`,
+  `pageindex_report_prefix` (run time; defaults PAGEINDEX_JOB_SCRIPT, PAGEINDEX_ARCHIVES,
+  PAGEINDEX_PY_FILES, PAGEINDEX_REPORT_PREFIX). The Spark connection
   is PAGEINDEX_SPARK_CONN_ID (default spark_default). Airflow's pool, queue and priority weight are
   fixed when the scheduler queues a task, before any param is read: PAGEINDEX_POOL, PAGEINDEX_QUEUE,
   PAGEINDEX_PRIORITY_WEIGHT (dag processor environment) set them.
+
+What executors get: the packed environment of deploy/pack_env.py when pageindex_archives names it
+(`PATH#environment`; executors run its Python, with the compiled kernels), else pageindex.zip on
+--py-files (executors then index by the Arrow fallback, 2-3x the CPU; the job warns).
 
 Job exit codes: 0 success; 1 a failure a retry may mend: the task is retried; 2 usage or
 configuration, 3 files no retry can mend: the task fails at once, the job's summary in its message.
@@ -31,6 +36,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -53,6 +59,7 @@ TABLES_PARAMS_VARIABLE = "pageindex_backfill_tables_params"
 
 DEFAULT_JOB_SCRIPT = os.environ.get("PAGEINDEX_JOB_SCRIPT", "/opt/pageindex/jobs/retrofit_job.py")
 DEFAULT_PY_FILES = os.environ.get("PAGEINDEX_PY_FILES", "/opt/pageindex/deploy/build/pageindex.zip")
+DEFAULT_ARCHIVES = os.environ.get("PAGEINDEX_ARCHIVES", "")
 DEFAULT_REPORT_PREFIX = os.environ.get("PAGEINDEX_REPORT_PREFIX", "s3://bucket/pageindex/reports")
 SPARK_CONN_ID = os.environ.get("PAGEINDEX_SPARK_CONN_ID", "spark_default")
 # Scheduling settings: read where the DAG is parsed, since the scheduler uses them before a task runs.
@@ -81,7 +88,6 @@ def _jinja_str(value: str) -> str:
 
 # Rendered by Airflow when the task runs: the Variable if set, else the environment default above.
 JOB_SCRIPT = "{{ var.value.get('pageindex_job_script', " + _jinja_str(DEFAULT_JOB_SCRIPT) + ") }}"
-PY_FILES = "{{ var.value.get('pageindex_py_files', " + _jinja_str(DEFAULT_PY_FILES) + ") }}"
 
 
 def _source_params() -> dict[str, Param]:
@@ -269,6 +275,34 @@ def spark_conf(params: Mapping[str, Any]) -> dict[str, str]:
     return conf
 
 
+# The alias a packed environment gets when pageindex_archives names none (as deploy/spark-submit.sh ships it).
+ENVIRONMENT_ALIAS = "environment"
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """What spark-submit ships for the executors: --archives, --py-files and the Spark conf."""
+
+    archives: str | None
+    py_files: str | None
+    conf: dict[str, str]
+
+
+def shipment(archives: str, py_files: str, conf: Mapping[str, str]) -> Shipment:
+    """A packed environment when `archives` names one (its first entry, `PATH#ALIAS`, alias
+    `environment` if none): executors run ./ALIAS/bin/python unless `conf` sets
+    spark.pyspark.python, and no zip goes on --py-files, as it would come first on the workers'
+    sys.path and hide the environment's compiled modules. Else `py_files` (the zip: the fallback)."""
+    entries = [entry.strip() for entry in archives.split(",") if entry.strip()]
+    if not entries:
+        return Shipment(None, py_files.strip() or None, dict(conf))
+    if "#" not in entries[0]:
+        entries[0] += f"#{ENVIRONMENT_ALIAS}"
+    alias = entries[0].rsplit("#", 1)[1]
+    return Shipment(",".join(entries), None,
+                    {**dict(conf), "spark.pyspark.python": conf.get("spark.pyspark.python", f"./{alias}/bin/python")})
+
+
 def job_summary(lines: Any) -> str:
     """The job's own last words from spark-submit's output tail: from its summary's first line on,
     or else its error lines."""
@@ -305,7 +339,13 @@ class PageindexSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("report of this try: %s", report)
         # Set from scratch on every execute: the operator object may serve several runs in one process.
         self.application_args = [*args, "--report", report]
-        self.conf = spark_conf(params)
+        shipped = shipment(Variable.get("pageindex_archives", DEFAULT_ARCHIVES),
+                           Variable.get("pageindex_py_files", DEFAULT_PY_FILES), spark_conf(params))
+        self._archives, self.py_files, self.conf = shipped.archives, shipped.py_files, shipped.conf
+        if shipped.py_files:  # nothing shipped when neither is set: the nodes have pageindex installed
+            self.log.warning("executors get %s on --py-files: the compiled kernels cannot load from a zip, so "
+                             "files are indexed by the Arrow fallback (2-3x the CPU); set the Variable "
+                             "pageindex_archives to the packed environment (see docs/airflow.md)", shipped.py_files)
         self.env_vars = {str(k): str(v) for k, v in (params.get("env_vars") or {}).items()} or None
         self._yarn_queue = params.get("yarn_queue") or None
         self.name = f"pageindex-{safe_name(dag_run.run_id)}" + (f"-{ti.map_index}" if ti.map_index >= 0 else "")
@@ -341,9 +381,11 @@ class PageindexSparkSubmitOperator(SparkSubmitOperator):
 DOC_MD = """
 ### pageindex backfill
 
-Runs the pageindex Spark job (`jobs/retrofit_job.py`, shipped with `pageindex.zip` via `--py-files`),
-appending Parquet page indexes (ColumnIndex/OffsetIndex) to files that lack them, without rewriting
-data pages. Each try writes its own report:
+Runs the pageindex Spark job (`jobs/retrofit_job.py`), appending Parquet page indexes
+(ColumnIndex/OffsetIndex) to files that lack them, without rewriting data pages. Executors run the
+packed environment the Variable `pageindex_archives` names (`PATH#environment`, built by
+`deploy/pack_env.py`), with the compiled kernels; without it they get `pageindex.zip` on `--py-files`
+and index by the Arrow fallback (2-3x the CPU). Each try writes its own report:
 `<report prefix>/run_date=<YYYY-MM-DD>/<run id>[-map<i>]-try<n>.parquet`.
 
 | job exit | meaning | the task |
@@ -377,7 +419,7 @@ DAG_SETTINGS: dict[str, Any] = {
     "dagrun_timeout": timedelta(hours=20),
     "default_args": DEFAULT_ARGS,
 }
-OPERATOR_SETTINGS: dict[str, Any] = {"conn_id": SPARK_CONN_ID, "application": JOB_SCRIPT, "py_files": PY_FILES}
+OPERATOR_SETTINGS: dict[str, Any] = {"conn_id": SPARK_CONN_ID, "application": JOB_SCRIPT}
 
 
 with DAG(dag_id=DAG_ID, description="Append Parquet page indexes to files that lack them (pageindex Spark job)",

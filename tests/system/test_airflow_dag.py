@@ -10,7 +10,8 @@ location.
 
 Two kinds of runs: against a stand-in spark-submit that exits with the code its --conf asks for
 (the DAG's side of the contract, no JVM), and against the real jobs/retrofit_job.py through the
-pyspark package's spark-submit (local[2]).
+pyspark package's spark-submit (local[2]; a local-cluster for the packed environment, whose
+executors unpack it in working directories of their own).
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark
 import pytest
 
 from tests.helpers.paths import HELPERS_DIR, REPO_ROOT
@@ -124,6 +127,7 @@ def airflow_python() -> Path:
 
 # ---------------------------------------------------------------- the DAGs' side, no JVM
 
+ENV_ARCHIVE = "s3://artifacts/pageindex/pageindex-env-0123abcd.tar.gz#environment"
 FAKE_VARIABLE = {"input_paths": ["/data/events"], "spark_conf": {"spark.executor.memoryOverhead": "2g"},
                  "env_vars": {"PAGEINDEX_PROBE": "on"}, "max_failures": 2, "yarn_queue": "etl"}
 
@@ -150,6 +154,19 @@ def _fake_runs(tmp: Path) -> list[dict]:
         dict(dag_id=DAG_ID, run_after="2026-06-07T02:00:00+00:00",
              conf={"delta_table": "/lake/t"},
              variables={**prefix, "pageindex_backfill_params": {"table": "db.x", "max_failures": -1}}),
+        # 7: the packed environment: shipped with --archives, executors run its python, no zip
+        # (in_place and spark_conf given: under dag.test, the confs of runs 3 and 4 stay in the DAG's
+        # params for the later runs of this process)
+        dict(dag_id=DAG_ID, run_after="2026-06-08T02:00:00+00:00",
+             conf={"table": "db.events", "in_place": True, "spark_conf": {}},
+             variables={**prefix, "pageindex_archives": ENV_ARCHIVE,
+                        "pageindex_py_files": "s3://artifacts/pageindex/pageindex.zip"}),
+        # 8: the environment without an alias gets `environment`; a python the user's conf names wins
+        dict(dag_id=TABLES_DAG_ID, run_after="2026-06-09T02:00:00+00:00", variables={
+            **prefix, "pageindex_archives": ENV_ARCHIVE.split("#")[0],
+            "pageindex_backfill_tables_params": {"spark_conf": {"spark.executor.memoryOverhead": "2g"}}},
+             conf={"targets": [{"table": "db.a"},
+                               {"table": "db.b", "spark_conf": {"spark.pyspark.python": "/opt/py/bin/python3"}}]}),
     ]
 
 
@@ -205,6 +222,8 @@ def test_run_without_logical_date_takes_variables_at_run_time(fake):
     assert _conf(argv) == {"spark.executor.memoryOverhead": "2g", "spark.executorEnv.PAGEINDEX_PROBE": "on"}
     assert argv[argv.index("--queue") + 1] == "etl"
     assert argv[argv.index("--py-files") + 1] == "s3://artifacts/pageindex/pageindex.zip"
+    assert "--archives" not in argv
+    assert "Arrow fallback" in fake["logs"][0]  # the task warns that the zip cannot run the compiled kernels
     app = argv.index("/opt/pageindex/jobs/retrofit_job.py")
     report = argv[-1]
     assert argv[app + 1:] == ["--input", "/data/events", "--in-place", "--max-failures", "2",
@@ -253,6 +272,29 @@ def test_mapped_sources_each_run_alone_with_their_own_report(fake):
     assert "--state" not in calls[0] + calls[1]
 
 
+def test_packed_environment_is_shipped_instead_of_the_zip(fake):
+    """pageindex_archives set: --archives ENV#environment, executors run ./environment/bin/python
+    (unless the run's spark_conf names a python), no --py-files whose zip would hide the compiled
+    kernels, whatever pageindex_py_files says."""
+    single, mapped = fake["result"]["runs"][7:9]
+    assert states(single) == {("retrofit", -1): ("success", 1)}, fake["logs"][7][-4000:]
+    [argv] = _calls_of(fake, single)
+    assert argv[argv.index("--archives") + 1] == ENV_ARCHIVE
+    assert "--py-files" not in argv
+    assert _conf(argv) == {"spark.pyspark.python": "./environment/bin/python"}
+    assert "Arrow fallback" not in fake["logs"][7]
+    app = argv.index("/opt/pageindex/jobs/retrofit_job.py")
+    assert argv[app + 1:app + 4] == ["--table", "db.events", "--in-place"]
+
+    assert states(mapped) == {("targets", -1): ("success", 1), ("retrofit", 0): ("success", 1),
+                              ("retrofit", 1): ("success", 1)}, fake["logs"][8][-4000:]
+    first, second = sorted(_calls_of(fake, mapped), key=lambda c: c[-1])
+    for argv in (first, second):
+        assert argv[argv.index("--archives") + 1] == ENV_ARCHIVE and "--py-files" not in argv
+    assert _conf(first) == {"spark.executor.memoryOverhead": "2g", "spark.pyspark.python": "./environment/bin/python"}
+    assert _conf(second) == {"spark.pyspark.python": "/opt/py/bin/python3"}
+
+
 # ---------------------------------------------------------------- the real job through spark-submit
 
 def _indexless(path: Path, rows: int = 20_000) -> None:
@@ -270,7 +312,8 @@ def real_runs(airflow_python: Path, workdir: Path, runs: list[dict], extra_env: 
               ) -> tuple[dict, list[str]]:
     """run_dags with the pyspark package's spark-submit and the real job (zip built first)."""
     build = subprocess.run(["bash", str(REPO_ROOT / "deploy" / "spark-submit.sh"), "--dry-build"], check=False,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                           env={**os.environ, "PAGEINDEX_EXECUTOR_ENV": "zip"})
     assert build.returncode == 0, build.stdout
     spark_bin = Path(sys.executable).parent  # .venv/bin: spark-submit from the pyspark package
     assert (spark_bin / "spark-submit").exists()
@@ -314,8 +357,9 @@ def test_real_job_nights_and_mapped_roots(airflow_python, tmp_path):
     assert states(first) == states(second) == {("retrofit", -1): ("success", 1)}, logs[:2]
     assert _has_index(good)
     night1, night2 = (f"{run_date_dir(r)}/{safe(r['run_id'])}-try1.parquet" for r in (first, second))
-    assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night1).to_pylist()] == [
-        (str(good), "indexed")]
+    # the zip on --py-files: the compiled kernels cannot load from it, the Arrow fallback indexed the file
+    assert [(r["path"], r["status"], r["scan_path"]) for r in pq.read_table(prefix / night1).to_pylist()] == [
+        (str(good), "indexed", "arrow")]
     assert [(r["path"], r["status"]) for r in pq.read_table(prefix / night2).to_pylist()] == [
         (str(good), "already_indexed")]
 
@@ -344,6 +388,47 @@ def test_real_job_corrupt_file_fails_without_retry(airflow_python, tmp_path):
     assert "no retry can mend (exit 3)" in logs[0] and "pageindex job: 1 file in " in logs[0]
     [row] = pq.read_table(prefix / run_date_dir(broken) / f"{safe(broken['run_id'])}-try1.parquet").to_pylist()
     assert (row["path"], row["status"], row["retryable"]) == (str(corrupt), "failed", False)
+
+
+# A stand-in for deploy/pack_env.py's environment (building that one installs pyarrow & co from the
+# package index, minutes; tests/system/test_deploy_submit.py covers it): bin/python runs this
+# checkout's pageindex, its compiled kernels built in place, with .venv's interpreter.
+STAND_IN_PYTHON = f"""#!/bin/sh
+PYTHONPATH={REPO_ROOT} exec {sys.executable} "$@"
+"""
+
+
+@pytest.mark.spark
+def test_real_job_runs_the_packed_environment_with_the_compiled_kernels(airflow_python, tmp_path):
+    """pageindex_archives set: executors (a local-cluster's, in their own working directories)
+    unpack it and run ./environment/bin/python; no zip hides the compiled kernels, though
+    pageindex_py_files names one, so the file is indexed by them (the report says so)."""
+    kernels = [p for p in (REPO_ROOT / "pageindex").rglob("*.pyx") if not list(p.parent.glob(f"{p.stem}.*.so"))]
+    assert not kernels, f"build the kernels in place first (setup.py build_ext --inplace): {kernels}"
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text(STAND_IN_PYTHON)
+    (env / "bin" / "python").chmod(0o755)
+    archive = tmp_path / "pageindex-env.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(env / "bin", arcname="bin")
+    data = tmp_path / "data" / "part-0.parquet"
+    _indexless(data)
+    prefix = tmp_path / "reports"
+    runs = [dict(dag_id=DAG_ID, run_after="2026-06-05T02:00:00+00:00", conf={"input_paths": [str(data.parent)]},
+                 variables={"pageindex_report_prefix": str(prefix), "pageindex_archives": f"{archive}#environment",
+                            # client deploy mode: the driver runs here, in the same environment unpacked
+                            "pageindex_backfill_params": {
+                                "spark_conf": {"spark.pyspark.driver.python": str(env / "bin" / "python")}}})]
+    result, logs = real_runs(airflow_python, tmp_path / "work", runs, {
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local-cluster[1,1,1024]"})})
+    [run] = result["runs"]
+    assert states(run) == {("retrofit", -1): ("success", 1)}, logs[0][-6000:]
+    assert "executors scan with the compiled kernels" in logs[0] and "Arrow fallback" not in logs[0]
+    assert _has_index(data)
+    [row] = pq.read_table(prefix / run_date_dir(run) / f"{safe(run['run_id'])}-try1.parquet").to_pylist()
+    assert (row["path"], row["status"], row["scan_path"]) == (str(data), "indexed", "compiled")
 
 
 def _lake_rows(first: int, n: int):
