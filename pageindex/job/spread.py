@@ -82,7 +82,8 @@ def _list_each(items: Iterable[tuple[int, tuple]]) -> Iterator[tuple[str, Any]]:
     found below it ("where"), or its PageIndexError ("error")."""
     for i, item in items:
         try:
-            files, below, start = discovery._listed(False, item)
+            # An object store has no links to follow: follow_links changes nothing here.
+            files, below, start = discovery._listed(False, False, item)
         except PageIndexError as err:
             yield "error", (i, err)
             continue

@@ -19,6 +19,7 @@ from pageindex.io.discovery import InputFile
 from pageindex.job import kernel_probe
 from pageindex.job.process import failed_record
 from pageindex.job.report import summary, summary_document
+from tests.helpers.report_parts import report_records
 from pageindex.job.spark import main
 from pageindex.retrofit import Status, retrofit
 from pageindex.scan import compiled
@@ -130,7 +131,7 @@ def test_job_warns_counts_and_refuses_a_fallback_executor(spark, tmp_path, caplo
             assert main(["--input", str(data), "--in-place", "--report", str(report)], spark=spark) == 0
     [warning] = [m for m in caplog.messages if "Arrow fallback" in m]
     assert f"{compiled.ENV}=arrow" in warning and "--require-compiled" in warning
-    [row] = [json.loads(ln) for ln in report.read_text().splitlines()]
+    [row] = report_records(report)
     assert row["status"] == "indexed" and row["scan_path"] == "arrow"
 
 
@@ -143,7 +144,7 @@ def test_job_probe_says_what_executors_run(spark, tmp_path, caplog, capsys):
         assert main(["--input", str(data), "--in-place", "--report", str(report)], spark=spark) == 0
     workers = kernel_probe.probe(spark.sparkContext)
     assert workers and all(w.path == compiled.path() for w in workers)
-    [row] = pq.read_table(report).to_pylist()
+    [row] = report_records(report)
     assert row["scan_path"] == compiled.path()
     said = [m for m in caplog.messages if m.startswith("executors ")]
     assert len(said) == 1, caplog.messages  # once, at the start
