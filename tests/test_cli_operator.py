@@ -249,3 +249,18 @@ def test_temporary_of_a_dead_writer_is_removed_by_the_next_run(lake):
     ok(run_cli("retrofit", target))
     assert not dead.exists()
     assert alive.exists() and elsewhere.exists()
+
+
+def test_an_existing_part_folder_on_a_read_only_mount_is_refused_before_the_run(tmp_path):
+    """The job's report and state are folders of parts: an earlier run's folder that can no longer
+    be written in is proven so by a probe inside it, as a new path is by one beside it."""
+    from pageindex.errors import UsageError
+    from pageindex.job.parts import check_folder_path
+
+    with mounted_tmpfs(tmp_path / "ro", read_only=True) as folder:
+        with pytest.raises(UsageError, match="cannot be written here"):
+            check_folder_path(str(folder), {}, "the report")
+    writable = tmp_path / "report"
+    writable.mkdir()
+    check_folder_path(str(writable), {}, "the report")
+    assert list(writable.iterdir()) == []  # the probe is gone

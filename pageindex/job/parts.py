@@ -116,7 +116,7 @@ def fold_file(url: str, storage_options: dict[str, Any], part: str) -> None:
 def check_folder_path(url: str | None, storage_options: dict[str, Any], what: str) -> None:
     """Raises UsageError when the job cannot keep `what` (the report, the state) as a folder of
     parts at `url`: a directory there that holds anything but part files (an input, say), or a
-    path preflight.check_report_path refuses."""
+    folder (or a path for a new one) preflight.check_report_path's probe cannot write in."""
     if url is None:
         return
     try:
@@ -131,5 +131,7 @@ def check_folder_path(url: str | None, storage_options: dict[str, Any], what: st
             if strays:
                 raise UsageError(f"{what} cannot be written here: a directory that holds other files "
                                  f"than part files ({posixpath.basename(strays[0].rstrip('/'))})", path=url)
-            return
+            # The parts go inside it: the probe is written there (a read-only mount holding an
+            # earlier run's folder is found now, not after the files changed).
+            url = url.rstrip("/") + "/part-probe"
     check_report_path(url, storage_options, what)
