@@ -28,6 +28,7 @@ import pageindex
 import pageindex.cli
 from pageindex.scan import compiled
 from pageindex.progress import render
+from tests.helpers.cli import ok, run_cli
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.retrofit_checks import assert_same_data
@@ -43,19 +44,6 @@ RETROFIT_KEYS = {"path", "output", "status", "reason", "bytes_in", "bytes_out", 
                  "bloom_filters", "without_column_index_reasons", "violations", "bytes_read", "seconds",
                  "index_bytes_read", "copy_bytes_read", "no_page_skipping", "page_stats_fallback_reasons",
                  "notes", "retryable", "chunk_statistics", "version", "scan_path"}
-
-
-def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "pageindex", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO_ROOT, env=env, check=False)
-
-
-def ok(proc: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:
-    assert proc.returncode == code, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def sha(p: Path) -> str:

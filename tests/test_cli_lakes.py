@@ -4,23 +4,14 @@ written, bloom filters on evolved schemas, and the bloom flags' usage errors."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import lakes
-from tests.helpers.paths import REPO_ROOT
-
-
-def run_cli(*args: str | Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "pageindex", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO_ROOT, env=env, check=False)
+from tests.helpers.cli import run_cli
 
 
 def exits(proc: subprocess.CompletedProcess, code: int) -> subprocess.CompletedProcess:

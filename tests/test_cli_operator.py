@@ -6,7 +6,6 @@ options, and the temporaries of writers that died.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import shutil
@@ -22,22 +21,9 @@ import pytest
 from pageindex.io.commit import host_token, temp_prefix
 from pageindex.job.state import Entry, read_state, write_state
 from tests.helpers.files import write_sorted_int_file
-from tests.helpers.paths import REPO_ROOT
+from tests.helpers.cli import ok, run_cli
 
 ROWS = 3000
-
-
-def run_cli(*args: str | Path, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "pageindex", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env=env, check=False)
-
-
-def ok(proc: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:
-    assert proc.returncode == code, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def write_file(path: Path) -> Path:
