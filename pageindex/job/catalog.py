@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from pageindex.errors import MissingInputError, UsageError
-from pageindex.io.discovery import Discovery, InputFile, Mapper, discover, discover_each
+from pageindex.io.discovery import Discovery, InputFile, discover, discover_each
 from pageindex.io.storage import normalize_url, resolve
 
 # Table formats that keep their own list of files: their catalog entry's location is their root.
@@ -158,29 +158,27 @@ def spark_message(err: BaseException) -> str:
     return type(err).__name__
 
 
-def table_files(table: CatalogTable, storage_options: dict[str, Any], listings: Mapper | None = None,
-                follow_links: bool = False) -> Discovery:
+def table_files(table: CatalogTable, storage_options: dict[str, Any], follow_links: bool = False) -> Discovery:
     """The files Spark reads for `table`: below its location, or in each listed partition
     (those below the location found in one listing of it, each other one listed on its own).
     A location that does not exist holds no files, as Spark reads it. `relative` is the path
     below the table location, or for a partition elsewhere its values' path (k=v/...) and the
-    path below its location: an --output tree mirrors the table. `listings`: see discover_each."""
+    path below its location: an --output tree mirrors the table."""
     if table.partitions is None:
-        return _discover_or_empty(table.location, storage_options, listings, follow_links)
+        return _discover_or_empty(table.location, storage_options, follow_links)
     root = _url(table.location, storage_options)
     inside = {p for p in table.partitions if _below(_url(p.location, storage_options), root)}
     files: dict[str, InputFile] = {}
     formats: list[tuple[str, str]] = []
     if inside:
-        found = _discover_or_empty(table.location, storage_options, listings, follow_links)
+        found = _discover_or_empty(table.location, storage_options, follow_links)
         prefixes = {_url(p.location, storage_options).rstrip("/") + "/" for p in inside}
         files.update((f.url, f) for f in found.files if _in_one_of(f.url, prefixes))
         formats += found.table_formats
     outside = [p for p in table.partitions if p not in inside]
     # listed LISTING_THREADS at once: a thousand partitions elsewhere wait a few latencies, not a thousand
     for part, found in zip(outside, discover_each([p.location for p in outside], storage_options,
-                                                       missing_ok=True, listings=listings,
-                                                       follow_links=follow_links)):
+                                                       missing_ok=True, follow_links=follow_links)):
         if found is None:  # a location that does not exist holds no files
             continue
         formats += found.table_formats
@@ -200,10 +198,9 @@ def _in_one_of(url: str, folders: set[str]) -> bool:
     return False
 
 
-def _discover_or_empty(location: str, storage_options: dict[str, Any], listings: Mapper | None,
-                       follow_links: bool) -> Discovery:
+def _discover_or_empty(location: str, storage_options: dict[str, Any], follow_links: bool) -> Discovery:
     try:
-        return discover([location], storage_options, listings, follow_links)
+        return discover([location], storage_options, follow_links=follow_links)
     except MissingInputError:
         return Discovery((), ())
 

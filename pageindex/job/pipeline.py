@@ -1,8 +1,8 @@
 """The plain-file run on Spark: the listing joined with the state and packed into tasks where it
 lies; each task writes its records as report and state parts and sends the driver only their Tally.
 
-Stages: listing ⋈ state (full outer, by path) -> per partition, skip or keep to do -> pack -> one
-Spark partition per task -> process. A part is named by its run and partition: a retried task rewrites its own.
+Stages: listing ⋈ state (cogroup by path, one shuffle) -> per partition, skip or keep to do -> pack
+-> one Spark partition per task -> process. A part is named by its run and partition: a retried task rewrites its own.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pageindex.retrofit import Status
 
 log = logging.getLogger("pageindex.job.state")
 
-# Listed files per Spark partition of a listing the driver holds (a Spark listing keeps its own).
+# Listed files per Spark partition: of a listing the driver holds, of the listing joined with the state.
 FILES_PER_SLICE = 10_000
 # How the driver watches the processing job: (files done, bytes done accumulators, files, bytes).
 Watch = Callable[[Any, Any, int, int], ContextManager[None]]
@@ -61,16 +61,21 @@ def slices(files: int) -> int:
     return max(1, -(-files // FILES_PER_SLICE))
 
 
-def run_files(sc: Any, listing: Any, plan: Plan, target: int, watch: Watch) -> Outcome:
-    """Plan and process the files of `listing` (an RDD of InputFile) on Spark; the report's and
-    the state's parts are written by the tasks. Raises what Spark raises for a failed job."""
+def run_files(sc: Any, listing: Any, count: int, plan: Plan, target: int, watch: Watch) -> Outcome:
+    """Plan and process the `count` files of `listing` (an RDD of InputFile, each URL once) on
+    Spark; the report's and the state's parts are written by the tasks. Raises what Spark raises
+    for a failed job."""
+    from pyspark import StorageLevel
+
     warned = sc.accumulator({}, _Merge())
     previous = _previous(sc, plan, warned)
-    keyed = listing.map(lambda f: (state_key(f.url), f))  # as the state names its files
-    width = max(1, listing.getNumPartitions())
-    joined = (keyed.fullOuterJoin(previous, width) if previous is not None
-              else keyed.mapValues(lambda f: (f, None)))
-    classified = joined.mapPartitionsWithIndex(_classify(plan)).persist()
+    if previous is None:
+        joined = listing.map(lambda f: (None, ((f,), ())))
+    else:  # one shuffle: each path's listed file and its state entries of every run meet
+        keyed = listing.map(lambda f: (state_key(f.url), f))  # as the state names its files
+        joined = keyed.cogroup(previous, max(sc.defaultParallelism, slices(count)))
+    # On the executors' disks: ten million files' verdicts do not fit a small heap.
+    classified = joined.mapPartitionsWithIndex(_classify(plan)).persist(StorageLevel.DISK_ONLY)
     try:
         sums = classified.filter(lambda x: x[0] == "sum").map(lambda x: x[1]).collect()
         for url, message in sorted(warned.value.items()):
@@ -93,7 +98,7 @@ def run_files(sc: Any, listing: Any, plan: Plan, target: int, watch: Watch) -> O
 
 
 def _previous(sc: Any, plan: Plan, warned: Any) -> Any:
-    """The state's entries as an RDD (path, (run, Entry)), the latest run's per path; None: no state."""
+    """The state's entries as an RDD (path, (run, Entry)), every part's; None: no state."""
     if plan.state is None:
         return None
     storage = plan.options.storage_options
@@ -110,24 +115,25 @@ def _previous(sc: Any, plan: Plan, warned: Any) -> Any:
         for path, entry in entries.items():
             yield path, (part.run, entry)
 
-    return (sc.parallelize(found, len(found)).flatMap(read)
-            .reduceByKey(lambda a, b: a if a[0] >= b[0] else b))
+    return sc.parallelize(found, len(found)).flatMap(read)
 
 
 def _classify(plan: Plan) -> Callable[[int, Iterable], Iterator[tuple[str, Any]]]:
-    """Per joined partition: files the state settles get their `unchanged` record and keep their
-    entry, entries of files no longer listed stay unless below this run's inputs; the rest are
-    yielded to be processed ("file"), then one ("sum", (Tally, files, bytes)) last."""
+    """Per joined partition (path, (listed files, (run, Entry) of each part)): files the state
+    settles get their `unchanged` record and keep their entry (the latest run's), entries of
+    files no longer listed stay unless below this run's inputs; the rest are yielded to be
+    processed ("file"), then one ("sum", (Tally, files, bytes)) last."""
     def classify(index: int, items: Iterable) -> Iterator[tuple[str, Any]]:
         kept: list[Entry] = []
         records: list[dict[str, Any]] = []
         files = nbytes = 0
-        for path, (file, previous) in items:
-            entry = previous[1] if previous else None
-            if file is None:
+        for path, (listed, previous) in items:
+            entry = max(previous, key=lambda run_entry: run_entry[0])[1] if previous else None
+            if not listed:
                 if entry is not None and not any(below(path, root) for root in plan.roots):
                     kept.append(entry)
                 continue
+            file = next(iter(listed))
             output = output_url(file, plan.options)
             if plan.skipping and entry is not None and settles(entry, file, output, plan.key):
                 records.append(unchanged_record(file, output, entry))

@@ -26,7 +26,7 @@ from pageindex.errors import (
 )
 from pageindex.io.discovery import Discovery, discover, input_root
 from pageindex.io.storage import storage_errors
-from pageindex.job import catalog, kernel_probe, lake, listing, parts, pipeline, spread
+from pageindex.job import catalog, kernel_probe, lake, parts, pipeline, spread
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
 from pageindex.job.process import JobOptions, output_url, process_task
@@ -97,12 +97,16 @@ def run(config: JobConfig, spark: Any) -> int:
     else:  # a catalog table whose location is a Delta table root commits through its log too
         planned = lake.plan_input(inputs, config.table_format, config.in_place, options)
     spread_out = None
-    if planned is None and table is None:
-        spread_out = spread.list_on_spark(spark, inputs, config.storage_options, config.in_place)
+    if planned is None:  # an object store's listing stays on the executors (a local disk's: the driver's)
+        if table is not None:
+            check_modes(Discovery((), ()), config.in_place, (table.name, table.provider))
+            spread_out = spread.list_table(spark, table, config.storage_options, config.in_place)
+        else:
+            spread_out = spread.list_inputs(spark, inputs, config.storage_options, config.in_place)
     if spread_out is not None:
         files = []  # listed, and kept, on the executors
     elif planned is None:
-        found = _discover(config, table, spark)
+        found = _discover(config, table)
         check_modes(found, config.in_place, (table.name, table.provider) if table else None)
         files = list(found.files)
     elif config.state:
@@ -125,10 +129,11 @@ def run(config: JobConfig, spark: Any) -> int:
                    spark.sparkContext.parallelize(files, pipeline.slices(len(files))))
         del files  # the executors hold the listing from here on
         try:
-            outcome = pipeline.run_files(spark.sparkContext, listing, plan, config.target_task_bytes,
+            outcome = pipeline.run_files(spark.sparkContext, listing, count, plan, config.target_task_bytes,
                                          _watch(spark.sparkContext, config.progress_seconds))
         finally:
-            listing.unpersist()
+            if spread_out:
+                spread_out.release()
         totals, commits = outcome.tally, None
         try:
             with storage_errors("write the state and the report", config.state or report):
@@ -171,13 +176,11 @@ def run(config: JobConfig, spark: Any) -> int:
     return code
 
 
-def _discover(config: JobConfig, table: catalog.CatalogTable | None, spark: Any) -> Discovery:
-    # Many directories on an object store are listed by a Spark job, as Spark lists a table's.
+def _discover(config: JobConfig, table: catalog.CatalogTable | None) -> Discovery:
+    """Local inputs, listed by the driver (whose disk they are on)."""
     if table is not None:
-        return catalog.table_files(table, config.storage_options, listing.on_spark(spark),
-                                   config.options.follow_links)
-    return discover(list(config.inputs), config.storage_options, listing.on_spark(spark),
-                    config.options.follow_links)
+        return catalog.table_files(table, config.storage_options, follow_links=config.options.follow_links)
+    return discover(list(config.inputs), config.storage_options, follow_links=config.options.follow_links)
 
 
 def _count(n: int, noun: str) -> str:

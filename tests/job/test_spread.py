@@ -1,19 +1,20 @@
-"""Listing on Spark (pageindex.job.listing): past Spark's parallelPartitionDiscovery threshold the
-job's discovery lists an object store's directories in a Spark job, with the same result as the
-driver's; typed errors come back typed."""
+"""Listing on Spark (pageindex.job.spread): the job lists an object store's inputs and a catalog
+table's partitions in a Spark job, with the same result as the driver's discovery; the files stay
+on the executors; a listing's typed error comes back typed."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
-from pageindex.errors import MissingInputError, StorageError
+
 from pageindex.io import discovery
 from pageindex.io.discovery import discover
-from pageindex.job import listing
+from pageindex.job import catalog, spread
 from tests.helpers import s3 as s3h
 
-PARTITIONS = 40  # past Spark's default threshold (32)
+PARTITIONS = 40
 
 
 @pytest.fixture
@@ -34,48 +35,61 @@ def partitions(s3_server, s3_bucket) -> str:
     return s3_bucket
 
 
-def test_many_directories_are_listed_by_spark_with_the_drivers_result(s3_workers, s3_server, partitions,
-                                                                       monkeypatch):
+def _spread_files(spread_out: spread.Spread) -> list:
+    try:
+        return sorted(spread_out.files.collect(), key=lambda f: f.url)
+    finally:
+        spread_out.release()
+
+
+def test_an_object_stores_listing_on_spark_equals_the_drivers(s3_workers, s3_server, partitions, monkeypatch):
     options = s3h.storage_options(s3_server)
     inputs = [f"s3://{partitions}/t/day={i:02d}" for i in range(PARTITIONS)]
     glob = [f"s3://{partitions}/t/day=*"]
-    on_driver, glob_on_driver = discover(inputs, options), discover(glob, options)
-    assert len(on_driver.files) == len(glob_on_driver.files) == 2 * PARTITIONS
+    nested = [f"s3://{partitions}/t", f"s3://{partitions}/t/day=03"]  # one file reached twice: listed once
+    expected = {tuple(names): discover(names, options).files for names in (inputs, glob, nested, inputs[:2])}
+    assert len(expected[tuple(glob)]) == 2 * PARTITIONS
 
     def not_here(*args):
         raise AssertionError("listed on the driver")
 
     # The driver's _listing now fails; the Python workers import their own, unpatched.
     monkeypatch.setattr(discovery, "_listing", not_here)
-    assert discover(inputs, options, listing.on_spark(s3_workers)) == on_driver
-    assert discover(glob, options, listing.on_spark(s3_workers)) == glob_on_driver
-
-    # At or under the session's threshold, the driver lists them itself.
-    s3_workers.conf.set(listing.THRESHOLD, str(PARTITIONS))
-    try:
-        with pytest.raises(StorageError, match="listed on the driver"):
-            discover(inputs, options, listing.on_spark(s3_workers))
-    finally:
-        s3_workers.conf.unset(listing.THRESHOLD)
+    for names, files in expected.items():
+        got = spread.list_inputs(s3_workers, list(names), options, in_place=True)
+        assert (got.count, got.nbytes) == (len(files), sum(f.size for f in files))
+        assert _spread_files(got) == list(files)
 
 
-def test_a_typed_error_of_a_listing_comes_back_typed(spark):
-    def fail_at_seven(n: int) -> int:
-        if n in (7, 30):
-            raise MissingInputError("input does not exist", path=f"s3://b/p={n}")
-        return n * 2
+def test_a_catalog_tables_partitions_listed_on_spark_equal_the_drivers(s3_workers, s3_server, partitions,
+                                                                      monkeypatch):
+    """Partitions inside the table's location, one elsewhere (its relative paths start with its
+    values), one whose location does not exist: as catalog.table_files lists them."""
+    options = s3h.storage_options(s3_server)
+    table = catalog.CatalogTable("db.t", f"s3://{partitions}/t", "parquet", (
+        catalog.Partition(f"s3://{partitions}/t/day=01", "day=01"),
+        catalog.Partition(f"s3://{partitions}/t/day=02", "day=02"),
+        catalog.Partition(f"s3://{partitions}/t/day=30", "day=99"),  # its location is not its values' path
+        catalog.Partition(f"s3://{partitions}/elsewhere/x", "day=77"),  # no such location: no files
+    ))
+    moved = dataclasses.replace(table, location=f"s3://{partitions}/t/day=01")  # the others outside it
+    expected = {t: catalog.table_files(t, options).files for t in (table, moved)}
+    assert len(expected[table]) == 6 and "day=99/part-0.parquet" in {f.relative for f in expected[moved]}
 
-    run = listing.on_spark(spark)
-    assert run(fail_at_seven, list(range(5))) == [0, 2, 4, 6, 8]  # on the driver
-    with pytest.raises(MissingInputError, match="p=7"):  # the first in the items' order
-        run(fail_at_seven, list(range(40)))
-    assert run(lambda n: n + 1, list(range(40))) == list(range(1, 41))
+    def not_here(*args):
+        raise AssertionError("listed on the driver")
+
+    monkeypatch.setattr(discovery, "_listing", not_here)
+    for t, files in expected.items():
+        got = spread.list_table(s3_workers, t, options, in_place=False)
+        assert (got.count, got.nbytes) == (len(files), sum(f.size for f in files))
+        assert _spread_files(got) == list(files)
 
 
 def test_job_keeps_a_spark_listing_distributed_and_skips_by_the_state_there(s3_workers, s3_server, partitions,
                                                                             tmp_path, monkeypatch):
-    """Past the threshold the job's listing stays on the executors (the driver's _listing and
-    its Mapper are never called), is joined with the state there, and the rerun opens nothing."""
+    """The job's listing stays on the executors (the driver's _listing is never called), is
+    joined with the state there, and the rerun opens nothing."""
     from pageindex.job.spark import main
     from tests.helpers.report_parts import report_records
 
@@ -86,7 +100,6 @@ def test_job_keeps_a_spark_listing_distributed_and_skips_by_the_state_there(s3_w
         raise AssertionError("listed on the driver")
 
     monkeypatch.setattr(discovery, "_listing", not_here)
-    monkeypatch.setattr(listing, "on_spark", not_here)
     state = tmp_path / "state"
     args = ["--input", f"s3://{partitions}/t/day=*", "--output", str(tmp_path / "out"), "--s3-endpoint-url",
             s3_server, "--state", str(state)]
