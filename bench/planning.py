@@ -1,80 +1,120 @@
-"""The job's driver at lake scale: `python -m bench.planning [--files N,...] [--json PATH]`.
+"""The job's driver at lake scale, through the job's own code: `python -m bench.planning [--files N,...]`.
 
-For each N, in a process of its own: a synthetic listing of N objects (an fsspec filesystem whose
-`find` answers what s3fs's would for a Hive-partitioned table, 1,000 files per partition, a
-_SUCCESS in each; no object exists), then the driver's stages as the Spark job runs them:
-discovery's post-processing (`discover`, and `table_files` for the same files as a catalog table's
-partitions), `check_modes`, `pack`, and for N records as `collect` returns them, `summary` and
-`write_report` (Parquet). Each stage's seconds and its peak RSS
-(VmHWM, reset before each stage through /proc/self/clear_refs), and the RSS held after it;
-CPU seconds besides wall seconds, which a shared machine disturbs much less.
+For each N, in a process of its own: a synthetic lake of N objects in partitions of 1,000 (an
+fsspec filesystem answering glob/find as s3fs would; no object exists) and a state that settles
+every one, then `pageindex-job --input synthlake://lake/events/day=* --in-place --state S --report R`
+on a local Spark (2 cores, Spark's default 1 GB driver heap, executors in the same JVM): the
+listing on the executors, the join with the state, every file `unchanged`, report and state
+parts written by the tasks. The driver's peak: Python (VmHWM) plus the JVM heap used (sampled
+every 0.2 s; garbage included, and what the last collection left, the live set), and the wall
+and CPU seconds.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fsspec import AbstractFileSystem, register_implementation
 
 from bench.measure import ROOT
 
 SIZES = (100_000, 1_000_000)
+HEADING = "## Planning at lake scale (the job's driver)"
 PER_PARTITION = 1_000
 PROTOCOL = "synthlake"
 ROOT_PATH = "lake/events"
-TARGET_TASK_BYTES = 256 << 20
-LISTING = "listing (as s3fs's find returns it; synthetic)"
-RECORDS = "records (as collect returns them; synthetic)"
+FILES_ENV = "PAGEINDEX_BENCH_LAKE_FILES"  # the lake's size, for the executors' own instances
+
+
+def _partition_entries(part: int, files: int) -> dict[str, dict]:
+    folder = f"{ROOT_PATH}/day={part:05d}"
+    out = {}
+    for i in range(min(PER_PARTITION, files - part * PER_PARTITION)):
+        name = f"{folder}/part-{i:05d}-7c0e6c1a-{part:06d}{i:06d}.snappy.parquet"
+        size = 50_000_000 + (part * 7919 + i * 104_729) % 90_000_000
+        out[name] = {"Key": name, "ETag": f'"{part:016x}{i:016x}"', "Size": size, "type": "file",
+                     "size": size, "name": name}
+    return out
 
 
 class SyntheticLake(AbstractFileSystem):
-    """A read-only lake of `files` Parquet objects below ROOT_PATH: `find` gives s3fs's detail
-    entries (Key, ETag, LastModified, size, ...) in its order; nothing can be opened."""
+    """A read-only lake of FILES_ENV objects below ROOT_PATH, partition folders day=NNNNN."""
 
     protocol = PROTOCOL
-    files = 0  # set before the first use (fsspec caches instances by their arguments)
 
-    def _entries(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
-        for part in range(-(-self.files // PER_PARTITION)):
-            folder = f"{ROOT_PATH}/day={part:05d}"
-            names = [f"{folder}/part-{i:05d}-7c0e6c1a-6b53-4a8f-9d2e-{part:06d}{i:06d}.snappy.parquet"
-                     for i in range(min(PER_PARTITION, self.files - part * PER_PARTITION))]
-            names.append(f"{folder}/_SUCCESS")
-            for i, name in enumerate(sorted(names)):
-                size = 0 if name.endswith("_SUCCESS") else 50_000_000 + (part * 7919 + i * 104_729) % 90_000_000
-                out[name] = {"Key": name, "LastModified": "2026-11-27T00:00:00+00:00",
-                             "ETag": f'"{part:016x}{i:016x}"', "Size": size, "StorageClass": "STANDARD",
-                             "type": "file", "size": size, "name": name}
-        return out
+    @property
+    def files(self) -> int:
+        return int(os.environ.get(FILES_ENV, "0"))
+
+    def _parts(self) -> int:
+        return -(-self.files // PER_PARTITION)
+
+    def glob(self, path: str, **kwargs: Any) -> list[str]:
+        if self._strip_protocol(path).rstrip("/") != f"{ROOT_PATH}/day=*":
+            return []  # e.g. an Iceberg table's metadata/*.metadata.json: none
+        return [f"{ROOT_PATH}/day={p:05d}" for p in range(self._parts())]
 
     def find(self, path: str, maxdepth: Any = None, withdirs: bool = False, detail: bool = False,
              **kwargs: Any) -> Any:
-        entries = self._entries()
+        part = int(self._strip_protocol(path).rstrip("/").rsplit("=", 1)[1])
+        entries = _partition_entries(part, self.files)
         return entries if detail else sorted(entries)
 
     def isdir(self, path: str) -> bool:
-        return self._strip_protocol(path).rstrip("/") == ROOT_PATH
+        path = self._strip_protocol(path).rstrip("/")
+        return path == ROOT_PATH or (path.startswith(f"{ROOT_PATH}/day=") and "/" not in path[len(ROOT_PATH) + 1:]
+                                     and "*" not in path)
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         return self.isdir(path)
-
-    def glob(self, path: str, **kwargs: Any) -> list[str]:
-        return []
 
     def invalidate_cache(self, path: str | None = None) -> None:
         pass
 
 
+register_implementation(PROTOCOL, SyntheticLake, clobber=True)
+
+
+def job_args(state: str, report: str) -> list[str]:
+    return ["--input", f"{PROTOCOL}://{ROOT_PATH}/day=*", "--in-place", "--state", state, "--report", report,
+            "--progress-seconds", "600", "--conf", "spark.ui.enabled=false"]
+
+
+def write_state(files: int, state: str) -> None:
+    """A state folder that settles every file of the lake (as a run before would have left it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pageindex.job import parts
+    from pageindex.job.config import JobConfig
+    from pageindex.job.state import STATE_SCHEMA, run_key
+
+    key = run_key(JobConfig.from_argv(job_args(state, state)).options)
+    when = datetime.datetime(2026, 11, 27, tzinfo=datetime.timezone.utc)
+    run = parts.new_run()
+    os.makedirs(state, exist_ok=True)
+    for start in range(0, -(-files // PER_PARTITION), 100):
+        rows = [e for p in range(start, min(start + 100, -(-files // PER_PARTITION)))
+                for e in _partition_entries(p, files).values()]
+        table = pa.table({
+            "path": [f"{PROTOCOL}://{e['name']}" for e in rows], "size": [e["size"] for e in rows],
+            "version": [e["ETag"] for e in rows], "status": ["indexed"] * len(rows),
+            "options": [key] * len(rows), "output": pa.nulls(len(rows), pa.string()),
+            "pageindex_version": ["bench"] * len(rows), "decided_at": [when] * len(rows)}, schema=STATE_SCHEMA)
+        pq.write_table(table, parts.part_url(state, run, "kept", start // 100))
+
+
 def _vm(field: str) -> int:
-    """A /proc/self/status size in bytes (VmHWM: the peak RSS since the last reset, VmRSS: now)."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -82,209 +122,122 @@ def _vm(field: str) -> int:
     return 0
 
 
-def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def _stage(stages: list[dict], name: str, fn: Callable[[], Any]) -> Any:
-    before = _vm("VmRSS")
-    _reset_peak()
-    started, cpu = time.perf_counter(), time.process_time()
-    value = fn()
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    stages.append({"stage": name, "seconds": round(seconds, 3), "cpu": round(cpu, 3), "peak_rss": _vm("VmHWM"),
-                   "rss_before": before, "rss_after": _vm("VmRSS")})
-    return value
-
-
-def _record(f: Any) -> dict[str, Any]:
-    """What one file's executor record looks like after an exact retrofit (process.py's keys)."""
-    return {"path": f.url, "output": f.url, "status": "indexed", "reason": None, "bytes_in": f.size,
-            "bytes_out": f.size + 40_000, "row_groups": 4, "pages": 480, "chunks_with_column_index": 48,
-            "chunks_without_column_index": 0, "chunks_from_page_stats": 40, "bloom_filters": 0,
-            "without_column_index_reasons": {}, "violations": [], "bytes_read": f.size // 3,
-            "seconds": 0.8, "index_bytes_read": f.size // 3, "copy_bytes_read": 0, "no_page_skipping": None,
-            "page_stats_fallback_reasons": {}, "notes": [],
-            "chunk_statistics": {"copied": 48, "filled": 0, "replaced": 0}, "retryable": False}
-
-
 def measure(files: int) -> dict[str, Any]:
-    """The driver's stages for a synthetic lake of `files` objects, in this process."""
-    from pageindex.io.discovery import discover
-    from pageindex.job.catalog import CatalogTable, Partition, table_files
-    from pageindex.job.report import summary, write_report
-    from pageindex.job.spark import check_modes
-    from pageindex.job.tasks import pack
+    """The job over the synthetic lake of `files`, in this process: the driver's peaks."""
+    os.environ[FILES_ENV] = str(files)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    from pyspark.sql import SparkSession
 
-    register_implementation(PROTOCOL, SyntheticLake, clobber=True)
-    SyntheticLake.files = files
-    fs = SyntheticLake()
-    stages: list[dict] = []
-    baseline = _vm("VmRSS")
-    # built once, as s3fs's find would return it; `find` then hands the same dict to discovery
-    listing = _stage(stages, LISTING, fs._entries)
-    SyntheticLake._entries = lambda self: listing  # type: ignore[method-assign]
-    found = _stage(stages, "discover", lambda: discover([f"{PROTOCOL}://{ROOT_PATH}"]))
-    assert len(found.files) == files, len(found.files)
-    # The same files as a catalog table's, every partition listed by the metastore (below the location).
-    table = CatalogTable("db.events", f"{PROTOCOL}://{ROOT_PATH}", "parquet", tuple(
-        Partition(f"{PROTOCOL}://{ROOT_PATH}/day={i:05d}", f"day={i:05d}") for i in range(-(-files // PER_PARTITION))))
-    in_table = _stage(stages, "table_files (--table, partitions from the catalog)", lambda: table_files(table, {}))
-    assert in_table.files == found.files
-    del in_table
-    del listing
-    SyntheticLake._entries = lambda self: {}  # type: ignore[method-assign]
-    _stage(stages, "check_modes", lambda: check_modes(found, in_place=False))
-    tasks = _stage(stages, "pack", lambda: pack(list(found.files), TARGET_TASK_BYTES))
-    records = _stage(stages, RECORDS,
-                     lambda: sorted((_record(f) for task in tasks for f in task), key=lambda r: r["path"]))
-    del tasks
-    _stage(stages, "summary", lambda: summary(records, 3600.0))
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "report.parquet")
-        _stage(stages, "write_report (Parquet)", lambda: write_report(records, report, {}))
-        report_bytes = os.path.getsize(report)
-    return {"files": files, "partitions": -(-files // PER_PARTITION), "baseline_rss": baseline,
-            "report_bytes": report_bytes, "stages": stages,
-            "driver_seconds": round(sum(s["seconds"] for s in stages if s["stage"] not in (LISTING, RECORDS)), 3),
-            "driver_cpu": round(sum(s["cpu"] for s in stages if s["stage"] not in (LISTING, RECORDS)), 3),
-            "peak_rss": max(s["peak_rss"] for s in stages)}
+    from pageindex.job.spark import hide_pandas_warning, main
 
+    hide_pandas_warning()
+    spark = (SparkSession.builder.master("local[2]").appName("bench-planning-job")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm = spark.sparkContext._jvm
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    beans = list(jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())
 
-def listing(partitions: int, latency: float) -> list[dict[str, Any]]:
-    """Discovery of `partitions` partition folders on moto behind the latency proxy, one by one
-    (LISTING_THREADS = 1) and LISTING_THREADS at once: requests and wall seconds, and whether both
-    found the same files with the same requests."""
-    from pageindex.io import discovery
-    from pageindex.job.catalog import CatalogTable, Partition, table_files
-    from tests.helpers import s3 as s3h
-    from tests.helpers.fault_proxy import FaultProxy
+    def live() -> int:
+        """The heap the last collection left in use (what the driver holds, its garbage aside)."""
+        best = 0
+        for bean in beans:
+            info = bean.getLastGcInfo()
+            if info is not None:
+                best = max(best, sum(u.getUsed() for u in info.getMemoryUsageAfterGc().values()))
+        return best
 
-    threads = getattr(discovery, "LISTING_THREADS", 1)  # 1: a tree from before it existed
-    rows = []
-    with s3h.moto_s3_server() as endpoint:
-        bucket, client = s3h.create_bucket(endpoint), s3h.boto3_client(endpoint)
-        for i in range(partitions):
-            for key in (f"t/day={i:04d}/part-0.parquet", f"t/day={i:04d}/_SUCCESS", f"other/p={i:04d}/part-0.parquet"):
-                client.put_object(Bucket=bucket, Key=key, Body=b"x")
-        table = CatalogTable("db.t", f"s3://{bucket}/t", "parquet", tuple(
-            Partition(f"s3://{bucket}/other/p={i:04d}", f"p={i:04d}") for i in range(partitions)))
-        with FaultProxy(endpoint, latency=latency) as proxy:
-            options = s3h.storage_options(proxy.endpoint)
-            cases = (("a glob over the partitions", lambda: discovery.discover([f"s3://{bucket}/t/day=*"], options)),
-                     ("each partition an input", lambda: discovery.discover(
-                         [f"s3://{bucket}/t/day={i:04d}" for i in range(partitions)], options)),
-                     ("catalog partitions outside the table location", lambda: table_files(table, options)))
-            for what, fn in cases:
-                got = []
-                for n in (1, threads):
-                    discovery.LISTING_THREADS = n
-                    proxy.reset()
-                    started = time.perf_counter()
-                    found = fn()
-                    got.append((time.perf_counter() - started, found, sorted((r.operation, r.path) for r in proxy.log)))
-                discovery.LISTING_THREADS = threads
-                (serial, a, ra), (parallel, b, rb) = got
-                rows.append({"case": what, "partitions": partitions, "files": len(b.files), "requests": len(rb),
-                             "serial_seconds": round(serial, 2), "parallel_seconds": round(parallel, 2),
-                             "threads": threads, "same_files": a == b, "same_requests": ra == rb})
-    return rows
+    tmp = tempfile.mkdtemp(prefix="bench-planning-")
+    try:
+        state, report = os.path.join(tmp, "state"), os.path.join(tmp, "report.parquet")
+        write_state(files, state)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        baseline = _vm("VmRSS")
+        heap, held = [runtime.totalMemory() - runtime.freeMemory()], [live()]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.2):
+                heap.append(runtime.totalMemory() - runtime.freeMemory())
+                held.append(live())
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started, cpu = time.perf_counter(), time.process_time()
+        code = main(job_args(state, report), spark=spark)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        stop.set()
+        sampler.join()
+        python_peak = _vm("VmHWM")  # before the report is read back below
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        statuses = ds.dataset(report, format="parquet").to_table(columns=["status"]).column("status")
+        unchanged = pc.sum(pc.equal(statuses, "unchanged")).as_py() or 0
+        return {"files": files, "exit_code": code, "report_rows": len(statuses), "unchanged": unchanged,
+                "seconds": round(seconds, 2), "driver_python_cpu": round(cpu, 2), "baseline_rss": baseline,
+                "python_peak_rss": python_peak, "jvm_heap_peak": max(heap), "jvm_live_peak": max(held),
+                "driver_peak": python_peak + max(heap), "cores": os.cpu_count()}
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(sizes: list[int], partitions: int, latency: float) -> dict[str, Any]:
-    """Each size measured in a fresh process (peaks of one size do not hide the next's), then
-    the listing of `partitions` partitions on moto (none: 0)."""
+def run(sizes: list[int]) -> dict[str, Any]:
     rows = []
     for n in sizes:
         done = subprocess.run([sys.executable, "-m", "bench.planning", "--one", str(n)], cwd=ROOT,
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"bench.planning --one {n} failed:\n{done.stderr[-3000:]}")
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"planning: {n:,} files: {rows[-1]['driver_cpu']:.1f} CPU s, peak "
-              f"{rows[-1]['peak_rss'] / 1e6:.0f} MB", file=sys.stderr)
-    return {"sizes": rows, "per_partition": PER_PARTITION, "target_task_bytes": TARGET_TASK_BYTES,
-            "latency_ms": round(latency * 1000), "listing": listing(partitions, latency) if partitions else []}
+        r = rows[-1]
+        print(f"planning: {n:,} files: exit {r['exit_code']}, {r['seconds']:.0f} s, driver peak "
+              f"{r['driver_peak'] / 1e6:,.0f} MB (Python {r['python_peak_rss'] / 1e6:,.0f} MB + JVM heap "
+              f"{r['jvm_heap_peak'] / 1e6:,.0f} MB)", file=sys.stderr)
+    return {"rows": rows}
 
 
 def section(results: dict[str, Any]) -> list[str]:
-    """The RESULTS.md section of a run's results."""
+    """The planning section of RESULTS.md: per size, the driver's peaks and the time per file."""
+    rows = results["rows"]
     out = [HEADING, "",
-           "The Spark job's driver for a lake of N files: a synthetic listing (an fsspec filesystem "
-           f"answering `find` as s3fs would, {results['per_partition']:,} files and a _SUCCESS per partition; "
-           "no object exists), then discovery's post-processing (`discover`, and `table_files` for the same files "
-           "as a catalog table's partitions), `check_modes`, `pack` "
-           f"(target {results['target_task_bytes'] >> 20} MiB), and for N records as `collect` returns them, "
-           "`summary` and `write_report` (Parquet). Each size in a process of its own; peak RSS is VmHWM, "
-           "reset before each stage; CPU seconds are the process's (a shared machine disturbs wall "
-           "seconds much more).", "",
-           "| files | stage | wall s | CPU s | CPU µs per file | peak RSS | RSS held after |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for row in results["sizes"]:
-        for st in row["stages"]:
-            out.append(f"| {row['files']:,} | {st['stage']} | {st['seconds']:.2f} | {st['cpu']:.2f} | "
-                       f"{st['cpu'] / row['files'] * 1e6:.1f} | {st['peak_rss'] / 1e6:,.0f} MB | "
-                       f"{st['rss_after'] / 1e6:,.0f} MB |")
-        out.append(f"| {row['files']:,} | **driver total** (synthetic stages excluded) | {row['driver_seconds']:.2f} | "
-                   f"{row['driver_cpu']:.2f} | {row['driver_cpu'] / row['files'] * 1e6:.1f} | "
-                   f"{row['peak_rss'] / 1e6:,.0f} MB | |")
-    out += ["", "Bytes per file at the peak (peak RSS less the RSS before the listing, over N): "
-            + ", ".join(f"{_per_file(row):,.0f} B for {row['files']:,} files" for row in results["sizes"]) + "."]
-    if results.get("before"):
-        out += ["", f"The same measures before ({results['before']['what']}):", "",
-                "| files | stage | CPU s before | CPU s now | peak RSS before | peak RSS now |",
-                "| ---: | --- | ---: | ---: | ---: | ---: |"]
-        now = {(r["files"], st["stage"]): st for r in results["sizes"] for st in r["stages"]}
-        for row in results["before"]["sizes"]:
-            for st in row["stages"]:
-                if (row["files"], st["stage"]) in now and st["stage"] not in (LISTING, RECORDS):
-                    new = now[(row["files"], st["stage"])]
-                    out.append(f"| {row['files']:,} | {st['stage']} | {st['cpu']:.2f} | {new['cpu']:.2f} | "
-                               f"{st['peak_rss'] / 1e6:,.0f} MB | {new['peak_rss'] / 1e6:,.0f} MB |")
-    out.append("")
-    if results.get("listing"):
-        out += [f"Listing on moto behind the latency proxy ({results['latency_ms']} ms per request): "
-                f"one by one and {results['listing'][0]['threads']} at once (`LISTING_THREADS`).", "",
-                "| case | partitions | files | requests | one by one | at once | same files, same requests |",
-                "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
-        out += [f"| {r['case']} | {r['partitions']} | {r['files']} | {r['requests']} | {r['serial_seconds']:.2f} s | "
-                f"{r['parallel_seconds']:.2f} s | {'yes' if r['same_files'] and r['same_requests'] else 'NO'} |"
-                for r in results["listing"]]
-        out.append("")
-        before = {r["case"]: r for r in (results.get("before") or {}).get("listing", [])}
-        if before:
-            out += ["Before: " + "; ".join(f"{case}: {r['requests']} requests, {r['serial_seconds']:.2f} s"
-                                           for case, r in before.items()) + ".", ""]
-    return out
-
-
-HEADING = "## Planning at lake scale (the job's driver)"
-
-
-def _per_file(row: dict[str, Any]) -> float:
-    return (row["peak_rss"] - row["baseline_rss"]) / row["files"]
+           "`pageindex-job` over a synthetic lake (partitions of 1,000 objects, listed by the executors) with a "
+           "state that settles every file: every file `unchanged`, report and state written as parts by the "
+           "tasks. Driver peak = Python VmHWM + JVM heap used (sampled every 0.2 s, garbage included: an upper "
+           "bound; local mode, so the executors' work is in the same heap); the heap after GC is what "
+           "collections left. local[2], Spark's default 1 GB driver heap. Target: driver peak <= 1 GB at every "
+           "size, planning time linear (the time per file flat).", "",
+           "| files | exit | report rows | wall s | µs per file | Python peak | JVM heap used, peak | "
+           "JVM heap after GC, peak | driver peak | <= 1 GB |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |"]
+    out += [f"| {r['files']:,} | {r['exit_code']} | {r['report_rows']:,} | {r['seconds']:.0f} | "
+            f"{1e6 * r['seconds'] / r['files']:.0f} | {r['python_peak_rss'] / 1e6:,.0f} MB | "
+            f"{r['jvm_heap_peak'] / 1e6:,.0f} MB | {r['jvm_live_peak'] / 1e6:,.0f} MB | "
+            f"{r['driver_peak'] / 1e6:,.0f} MB | {'met' if r['driver_peak'] <= 1e9 else 'NOT met'} |" for r in rows]
+    return out + [""]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", default=",".join(map(str, SIZES)), help="comma-separated sizes")
-    parser.add_argument("--partitions", type=int, default=200, help="partitions listed on moto (0: none)")
-    parser.add_argument("--latency-ms", type=float, default=20.0, help="the proxy's latency per request")
+    parser.add_argument("--files", default=",".join(map(str, SIZES)),
+                        help="comma-separated sizes (10000000 for 10^7: long on 2 cores)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
-    parser.add_argument("--before", type=Path, help="an earlier run's --json, shown beside this one's")
-    parser.add_argument("--before-what", default="an earlier tree", help="what the earlier run measured")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(args.one)))
         return
-    results = run([int(n) for n in args.files.split(",")], args.partitions, args.latency_ms / 1000)
-    if args.before:
-        earlier = json.loads(args.before.read_text())
-        results["before"] = {"what": args.before_what, "sizes": earlier["sizes"], "listing": earlier.get("listing", [])}
+    results = run([int(n) for n in args.files.split(",")])
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print("\n".join(section(results)))
 
 
 if __name__ == "__main__":
-    main()
+    # Through the module, not __main__: executors import its SyntheticLake by name.
+    from bench import planning
+
+    planning.main()
