@@ -177,6 +177,7 @@ def _changes(root: str, options: JobOptions, added_since: Callable[[int], set[st
 
 
 def _seen(url: str, size: int, table_format: str, since: int | None) -> dict[str, Any]:
+    """The record of a file the table had at `since`, when a run with these options settled it."""
     return _record(url, size, SEEN.format(version=f"{_VERSION[table_format]} {since}"), Status.UNCHANGED)
 
 

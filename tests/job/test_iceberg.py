@@ -233,6 +233,15 @@ def _empty_table(catalog) -> None:
     catalog.create_table("db.t", schema=_rows(0, 1).schema)
 
 
+def opened(**options) -> set[str]:
+    """The files a run with these options would open (its plan's files)."""
+    return {f.url for f in lake.plan_iceberg(NAME, True, JobOptions(**options)).files}
+
+
+def every_file() -> set[str]:
+    return {task.file.file_path for task in load().scan().plan_files()}
+
+
 def test_rerun_of_a_table_its_writer_indexed_opens_only_the_appended_files(s3_server, s3_bucket, tmp_path,
                                                                            monkeypatch):
     """Files their writer indexed: the first run opens them, finds them indexed, commits nothing
@@ -286,13 +295,6 @@ def test_other_options_force_a_rollback_and_an_expired_snapshot_open_every_file(
     run with a failed file records nothing."""
     _empty_table(make_catalog(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse"))
     earlier = add_indexed(0, 3)
-
-    def opened(**more) -> set[str]:
-        return {f.url for f in lake.plan_iceberg(NAME, True, JobOptions(**more)).files}
-
-    def every_file() -> set[str]:
-        return {task.file.file_path for task in load().scan().plan_files()}
-
     assert opened() == earlier
     _job_steps({})
     first = load().current_snapshot().snapshot_id
@@ -516,6 +518,33 @@ def test_a_file_with_a_real_position_delete_file_is_left_alone(table):
     tasks = {task.file.file_path: task for task in load().scan().plan_files()}
     assert [d.file_path for d in tasks[target.file_path].delete_files] == [delete_path]
     assert rows() == after_delete
+
+
+def remove_delete_files() -> None:
+    """A commit that drops the table's delete manifests, the data files staying (as a maintenance
+    job removing delete files that no longer apply would), through pyiceberg's snapshot producer."""
+    table = load()
+    transaction = table.transaction()
+    producer = _FastAppendFiles(operation=Operation.DELETE, transaction=transaction, io=table.io)
+    producer._process_manifests = lambda manifests: [m for m in manifests if m.content != ManifestContent.DELETES]
+    producer.commit()
+    transaction.commit_transaction()
+
+
+def test_a_delete_file_removed_since_the_last_run_opens_every_file(tmp_path, monkeypatch):
+    """A file its delete file kept out when the last run was recorded may be indexable once that
+    delete file is gone, though the recorded snapshot had it: every file is opened again."""
+    _empty_table(make_catalog(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse"))
+    earlier = add_indexed(0, 3)
+    target = min((task.file for task in load().scan().plan_files()), key=lambda f: f.file_path)
+    add_position_deletes(target, [0, 1])
+    records = _job_steps({})
+    assert records[target.file_path]["status"] == Status.SKIPPED
+    assert {r["status"] for p, r in records.items() if p != target.file_path} == {Status.ALREADY_INDEXED}
+    assert opened() == set()
+    remove_delete_files()
+    assert not next(t for t in load().scan().plan_files() if t.file.file_path == target.file_path).delete_files
+    assert opened() == every_file() == earlier
 
 
 def test_format_v3_is_refused(tmp_path):
