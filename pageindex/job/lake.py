@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from fsspec.implementations.local import LocalFileSystem
 from urllib.parse import unquote
@@ -31,7 +31,7 @@ ICEBERG = "iceberg"
 TABLE_FORMATS = (DELTA,)
 DELETION_VECTOR = "has a deletion vector, which the new file could not carry (left as is)"
 KNOWN_INDEXED = "a copy pageindex indexed with these options, as its name says (not opened)"
-SEEN = "in the table at version {version}, which a run with these options settled (not opened)"
+SEEN = "in the table at {version}, which a run with these options settled (not opened)"
 # The table formats discovery detects, by the name a message gives them, and how each is indexed.
 TABLE_NAMES = {DELTA: "Delta", ICEBERG: "Iceberg", "hudi": "Hudi"}
 TABLE_WAYS = {
@@ -87,7 +87,8 @@ def plan(root: str, options: JobOptions) -> TableRun:
     table = delta.open_table(root, options.storage_options)
     delta.check_writable(table, root)
     snap = delta.snapshot(table, root, options.storage_options)
-    since, new = _changes(root, snap.version, options)
+    since, new = _changes(root, options, lambda since: last_run.added_since(
+        root, options.storage_options, since, snap.version))
     files, planned, skipped = [], {}, []
     for data in sorted(snap.files.values(), key=lambda f: f.path):
         try:
@@ -107,7 +108,7 @@ def plan(root: str, options: JobOptions) -> TableRun:
             skipped.append(_record(url, data.size, KNOWN_INDEXED, Status.ALREADY_INDEXED))
             continue
         if new is not None and data.path not in new:
-            skipped.append(_record(url, data.size, SEEN.format(version=since), Status.UNCHANGED))
+            skipped.append(_seen(url, data.size, DELTA, since))
             continue
         new_path = indexed_name(data.path, data.size, options.truncate_length, options.trust_page_stats,
                                 options.bloom, options.chunk_statistics)
@@ -128,12 +129,17 @@ def _linked_outside(root: str, url: str, options: JobOptions) -> str | None:
 
 def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
     """Plan from the current snapshot of the catalog table `name`; copies go next to their
-    originals, below the table location (files elsewhere are left alone)."""
+    originals, below the table location (files elsewhere are left alone). Files the snapshot the
+    last settled run planned from already had are not opened (recorded below the location, as
+    for Delta: see table.last_run)."""
     if not in_place:
         raise UsageError("--iceberg-table takes --in-place (the table gets a new snapshot, "
                          "the old files stay for time travel)", path=name)
-    snap = iceberg.snapshot(iceberg.load_table(name), name)
+    table = iceberg.load_table(name)
+    snap = iceberg.snapshot(table, name)
     root = snap.location.rstrip("/")
+    since, new = (None, None) if snap.snapshot_id is None else _changes(
+        root, options, lambda since: iceberg.added_since(table, since))
     files, planned, skipped = [], {}, []
     for entry in sorted(snap.files.values(), key=lambda e: e.path):
         if entry.deleted_by:
@@ -145,6 +151,9 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
         if _known_indexed(entry.path, options):
             skipped.append(_record(entry.path, entry.size, KNOWN_INDEXED, Status.ALREADY_INDEXED))
             continue
+        if new is not None and entry.path not in new:
+            skipped.append(_seen(entry.path, entry.size, ICEBERG, since))
+            continue
         new_path = indexed_name(entry.path, entry.size, options.truncate_length, options.trust_page_stats,
                                 options.bloom, options.chunk_statistics)
         files.append(InputFile(entry.path, entry.size, new_path[len(root) + 1:]))
@@ -153,29 +162,37 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
                     planned, tuple(skipped))
 
 
-def _changes(root: str, version: int, options: JobOptions) -> tuple[int | None, set[str] | None]:
-    """The version the last settled run planned from, and the log paths added since (up to
-    `version`); (None, None) when every file is to be opened: no such run, other options,
-    --force or --verify-existing, a log cleaned up since."""
+def _changes(root: str, options: JobOptions, added_since: Callable[[int], set[str] | None]
+             ) -> tuple[int | None, set[str] | None]:
+    """The version (or snapshot) the last settled run planned from, and the paths of the data
+    files the table gained since (`added_since`: the Delta log's or the Iceberg manifests'
+    answer); (None, None) when every file is to be opened: no such run, other options, --force or
+    --verify-existing, or `added_since` cannot tell (a log cleaned up, a snapshot expired)."""
     if options.force or options.verify_existing:
         return None, None
     with storage_errors("read the table's last run", root):
         since = last_run.read(root, options.storage_options, _key(options))
-        new = last_run.added_since(root, options.storage_options, since, version) if since is not None else None
+        new = added_since(since) if since is not None else None
     return (since, new) if new is not None else (None, None)
 
 
+def _seen(url: str, size: int, table_format: str, since: int | None) -> dict[str, Any]:
+    """The record of a file the table had at `since`, when a run with these options settled it."""
+    return _record(url, size, SEEN.format(version=f"{_VERSION[table_format]} {since}"), Status.UNCHANGED)
+
+
 def remember(run: TableRun, records: list[dict[str, Any]]) -> None:
-    """After a Delta run that settled every file (none failed, none changed, not a dry run): the
-    version it planned from, beside the table, for the next run to plan from the log's changes
-    since (a failure to record it is a warning)."""
-    if run.format != DELTA or run.options.dry_run or run.version is None:
+    """After a table run that settled every file (none failed, none changed, not a dry run): the
+    Delta version or Iceberg snapshot it planned from, below the table's root, for the next run
+    to open only the files added since (a failure to record it is a warning)."""
+    if run.options.dry_run or run.version is None:
         return
     if any(r["status"] in (Status.FAILED, Status.CHANGED) for r in records):
         return
+    root = run.options.output  # the Delta root, the Iceberg location
     try:
-        with storage_errors("record the table's last run", run.table):
-            last_run.write(run.table, run.options.storage_options, run.version, _key(run.options))
+        with storage_errors("record the table's last run", root):
+            last_run.write(root, run.options.storage_options, run.version, _key(run.options))
     except PageIndexError as err:  # the next run opens every file again: slower, never wrong
         log.warning("pageindex: warning: %s", err)
 

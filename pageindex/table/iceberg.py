@@ -1,4 +1,5 @@
-"""Iceberg: a table's current data files from its catalog, and snapshots that swap them for copies.
+"""Iceberg: a table's current data files from its catalog (and which an earlier snapshot lacked),
+and snapshots that swap them for copies.
 
 A batch commits as one snapshot deleting each old DataFile and adding its copy, retried by us.
 """
@@ -83,6 +84,41 @@ def snapshot(table: Any, name: str) -> Snapshot:
     files = {e.data_file.file_path: DataEntry(e.data_file, e.sequence_number, _applying_delete(e, deletes))
              for e in data}
     return Snapshot(name, current.snapshot_id, table.location(), files)
+
+
+def added_since(table: Any, since: int) -> set[str] | None:
+    """The paths of the current snapshot's data files that snapshot `since` did not have, from
+    manifests only (those the two share are not read: a manifest's live entries are live in every
+    snapshot listing it); None when every file is to be opened: `since` expired, not an ancestor
+    of the current snapshot (the table rolled back or replaced), one of its manifests gone, or
+    one of its delete files removed since (a file that delete kept out may be indexable now)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    current = table.current_snapshot()
+    then = table.snapshot_by_id(since)
+    if current is None or then is None or all(s.snapshot_id != since for s in ancestors_of(current, table.metadata)):
+        return None
+    try:
+        then_manifests, now_manifests = then.manifests(table.io), current.manifests(table.io)
+        shared = {m.manifest_path for m in then_manifests} & {m.manifest_path for m in now_manifests}
+        then_data, then_deletes = _live_paths(table.io, then_manifests, shared)
+        now_data, now_deletes = _live_paths(table.io, now_manifests, shared)
+    except FileNotFoundError:
+        return None
+    return None if then_deletes - now_deletes else now_data - then_data
+
+
+def _live_paths(io: Any, manifests: list[Any], shared: set[str]) -> tuple[set[str], set[str]]:
+    """The data and the delete files the manifests not in `shared` hold live (added or existing)."""
+    from pyiceberg.manifest import ManifestContent
+
+    data: set[str] = set()
+    deletes: set[str] = set()
+    for manifest in manifests:
+        if manifest.manifest_path not in shared:
+            paths = {e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=True)}
+            (data if manifest.content == ManifestContent.DATA else deletes).update(paths)
+    return data, deletes
 
 
 def _applying_delete(entry: Any, deletes: list[Any]) -> str | None:

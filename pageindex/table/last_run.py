@@ -1,7 +1,10 @@
-"""A Delta table's last run: the version a run that settled every file planned from, kept beside the
-table, and the data files the log added since, so that a rerun opens only those.
+"""A table's last run: the Delta version or Iceberg snapshot a run that settled every file planned
+from, kept below the table's root, and the data files a Delta log added since (a rerun opens only those).
 
-`<root>/_pageindex/last-run.json`: a folder whose name starts with `_`, which readers and VACUUM leave alone.
+`<root>/_pageindex/last-run.json`: a folder whose name starts with `_`, which readers and VACUUM leave
+alone. For Iceberg the root is the table location: no table metadata is written, so recording needs no
+commit, cannot conflict with the table's writers, and covers a run that committed nothing (a
+snapshot property of pageindex's own commit could not), through the storage the copies are written to.
 """
 from __future__ import annotations
 
@@ -21,8 +24,9 @@ def _url(root: str) -> str:
 
 
 def read(root: str, storage_options: dict[str, Any], options: str) -> int | None:
-    """The version the last settled run under these index `options` planned from; None when there
-    is none, it was made under other options, or it cannot be read (then every file is opened)."""
+    """The version (Delta) or snapshot id (Iceberg) the last settled run under these index `options`
+    planned from; None when there is none, it was made under other options, or it cannot be read
+    (then every file is opened)."""
     try:
         fs, path = resolve(_url(root), None, storage_options)
         if not fs.exists(path):
@@ -36,7 +40,7 @@ def read(root: str, storage_options: dict[str, Any], options: str) -> int | None
 
 def write(root: str, storage_options: dict[str, Any], version: int, options: str) -> None:
     """Record that a run under `options` planned from `version` and settled every file it opened
-    (one object, replaced whole)."""
+    (one object, replaced whole: a concurrent run's record, the last one written, is as true)."""
     fs, path = resolve(_url(root), None, storage_options)
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     fs.pipe_file(path, (json.dumps({"version": version, "options": options}, sort_keys=True) + "\n").encode())

@@ -7,6 +7,7 @@ writers run inside the commit hook, between our reload and our commit, so each r
 from __future__ import annotations
 
 import json
+import posixpath
 from types import SimpleNamespace
 from urllib.parse import unquote
 
@@ -55,14 +56,20 @@ def _rows(first: int, n: int) -> pa.Table:
                      "s": [f"s{i % 37:03d}" for i in range(first, first + n)]})
 
 
-def make_table(monkeypatch, tmp_path, warehouse: str, **properties: str):
-    """A partitioned table with four snapshots: two appends, a delete (files rewritten), an append."""
+def make_catalog(monkeypatch, tmp_path, warehouse: str, **properties: str):
+    """The catalog `lake` with the namespace `db`, configured the way users do."""
     settings = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": warehouse, **properties}
     for key, value in settings.items():
         monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{key.upper()}", value)
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads them at import
     catalog = load_catalog("lake")
     catalog.create_namespace("db")
+    return catalog
+
+
+def make_table(monkeypatch, tmp_path, warehouse: str, **properties: str):
+    """A partitioned table with four snapshots: two appends, a delete (files rewritten), an append."""
+    catalog = make_catalog(monkeypatch, tmp_path, warehouse, **properties)
     schema = _rows(0, 1).schema
     t = catalog.create_table("db.t", schema=schema)
     field = t.schema().find_field("p")
@@ -75,11 +82,14 @@ def make_table(monkeypatch, tmp_path, warehouse: str, **properties: str):
     return t
 
 
+def _s3_settings(endpoint: str) -> dict[str, str]:
+    return {"s3__endpoint": endpoint, "s3__access-key-id": s3h.ACCESS_KEY,
+            "s3__secret-access-key": s3h.SECRET_KEY, "s3__region": s3h.REGION}
+
+
 def s3_table(monkeypatch, tmp_path, endpoint: str, bucket: str):
     """make_table with its warehouse in `bucket` on the moto server at `endpoint`."""
-    return make_table(monkeypatch, tmp_path, f"s3://{bucket}/warehouse", **{
-        "s3__endpoint": endpoint, "s3__access-key-id": s3h.ACCESS_KEY,
-        "s3__secret-access-key": s3h.SECRET_KEY, "s3__region": s3h.REGION})
+    return make_table(monkeypatch, tmp_path, f"s3://{bucket}/warehouse", **_s3_settings(endpoint))
 
 
 @pytest.fixture
@@ -153,11 +163,18 @@ def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
     assert retrofit_table(options=options)[2].version is None
 
 
-def _job_steps(options: dict) -> dict[str, dict]:
-    """The job's steps without Spark: plan, write copies, commit; the records by path."""
-    run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options))
+def _job_steps(options: dict, **more) -> dict[str, dict]:
+    """The job's steps without Spark: plan, write copies, commit, record the run; the records by path."""
+    run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options, **more))
     records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    lake.remember(run, records)
     return {r["path"]: r for r in records}
+
+
+def _data_reads(proxy: FaultProxy) -> set[str]:
+    """The data files the requests since the proxy's last reset opened (a HEAD or a GET)."""
+    return {f"s3:/{unquote(r.path)}" for r in proxy.log
+            if r.operation in ("GetObject", "HeadObject") and r.path.endswith(".parquet")}
 
 
 def test_rerun_after_two_appends_reads_only_the_appended_files(s3_server, s3_bucket, tmp_path, monkeypatch):
@@ -175,9 +192,7 @@ def test_rerun_after_two_appends_reads_only_the_appended_files(s3_server, s3_buc
         expected = rows()
         proxy.reset()
         second = _job_steps(options)
-        read = {f"s3:/{unquote(r.path)}" for r in proxy.log
-                if r.operation in ("GetObject", "HeadObject") and r.path.endswith(".parquet")}
-        assert read == appended  # not one request for a copy
+        assert _data_reads(proxy) == appended  # not one request for a copy
         check_rerun_records(second, copies, appended)
         assert rows() == expected
         assert_indexed(options)
@@ -195,6 +210,114 @@ def test_other_options_and_force_open_the_copies(table):
     assert len(records) == len(run.files) and {r["status"] for r in records} == {Status.INDEXED}
     assert load().current_snapshot().snapshot_id != snapshot
     assert rows() == expected
+
+
+# --------------------------------------------------------------------------- reruns from the last run
+
+
+def add_indexed(first: int, files: int, options: dict | None = None) -> set[str]:
+    """Files another writer wrote with page indexes (as Spark 4 and parquet-java 1.13+ do), added
+    below the table location as one snapshot (pyiceberg's add_files); their paths."""
+    t = load()
+    paths = [f"{t.location()}/data/indexed-{first + i * 100}.parquet" for i in range(files)]
+    for i, path in enumerate(paths):
+        fs, local = resolve(path, None, options or {})
+        fs.makedirs(posixpath.dirname(local), exist_ok=True)
+        with fs.open(local, "wb") as f:
+            pq.write_table(_rows(first + i * 100, 100), f, write_page_index=True, data_page_size=512)
+    t.add_files(paths)
+    return set(paths)
+
+
+def _empty_table(catalog) -> None:
+    catalog.create_table("db.t", schema=_rows(0, 1).schema)
+
+
+def opened(**options) -> set[str]:
+    """The files a run with these options would open (its plan's files)."""
+    return {f.url for f in lake.plan_iceberg(NAME, True, JobOptions(**options)).files}
+
+
+def every_file() -> set[str]:
+    return {task.file.file_path for task in load().scan().plan_files()}
+
+
+def test_rerun_of_a_table_its_writer_indexed_opens_only_the_appended_files(s3_server, s3_bucket, tmp_path,
+                                                                           monkeypatch):
+    """Files their writer indexed: the first run opens them, finds them indexed, commits nothing
+    and records the snapshot it planned from below the table location. After two appends the
+    rerun reads manifests, not one earlier data file, and opens only the appended files; the run
+    after that opens nothing; --verify-existing opens them all."""
+    with FaultProxy(s3_server) as proxy:
+        options = s3h.storage_options(proxy.endpoint)
+        _empty_table(make_catalog(monkeypatch, tmp_path, f"s3://{s3_bucket}/warehouse", **_s3_settings(proxy.endpoint)))
+        earlier = add_indexed(0, 3, options) | add_indexed(300, 3, options)
+        planned_from = load().current_snapshot().snapshot_id
+        first = _job_steps(options)
+        assert set(first) == earlier and {r["status"] for r in first.values()} == {Status.ALREADY_INDEXED}
+        assert load().current_snapshot().snapshot_id == planned_from, "nothing committed"
+        fs, record = resolve(f"{load().location()}/_pageindex/last-run.json", None, options)
+        assert json.loads(fs.cat_file(record))["version"] == planned_from
+        indexed_appended = add_indexed(600, 3, options)  # another writer's two appends: one indexed,
+        load().append(_rows(900, 300))  # one by pyiceberg, which writes no page index
+        appended = {task.file.file_path for task in load().scan().plan_files()} - earlier
+        plain = appended - indexed_appended
+        assert len(indexed_appended) == 3 and plain
+        expected = rows()
+        proxy.reset()
+        second = _job_steps(options)
+        assert _data_reads(proxy) == appended
+        assert not {f"s3:/{unquote(r.path)}" for r in proxy.log} & earlier
+        assert set(second) == earlier | appended
+        for path in earlier:
+            assert second[path]["status"] == Status.UNCHANGED and second[path]["bytes_read"] == 0
+            assert second[path]["reason"] == lake.SEEN.format(version=f"snapshot {planned_from}")
+        assert {second[p]["status"] for p in indexed_appended} == {Status.ALREADY_INDEXED}
+        assert {second[p]["status"] for p in plain} == {Status.INDEXED}
+        assert rows() == expected
+        assert_indexed(options)
+        proxy.reset()
+        third = _job_steps(options)  # nothing new but the copies, known from their names
+        assert not _data_reads(proxy)
+        copies = {p for p, r in third.items() if r["reason"] == lake.KNOWN_INDEXED}
+        assert len(copies) == len(plain) and {r["status"] for p, r in third.items()
+                                              if p not in copies} == {Status.UNCHANGED}
+        proxy.reset()
+        verified = _job_steps(options, verify_existing=True)
+        assert {r["status"] for r in verified.values()} == {Status.ALREADY_INDEXED}
+        assert _data_reads(proxy) == set(verified) == earlier | indexed_appended | copies
+        assert rows() == expected
+
+
+def test_other_options_force_a_rollback_and_an_expired_snapshot_open_every_file(tmp_path, monkeypatch):
+    """What the last run recorded spares opening only under the same options, without --force or
+    --verify-existing, while its snapshot is still an ancestor of the current one; a dry run or a
+    run with a failed file records nothing."""
+    _empty_table(make_catalog(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse"))
+    earlier = add_indexed(0, 3)
+    assert opened() == earlier
+    _job_steps({})
+    first = load().current_snapshot().snapshot_id
+    assert opened() == set()
+    for more in ({"truncate_length": 16}, {"force": True}, {"verify_existing": True}):
+        assert opened(**more) == earlier, more
+    appended = add_indexed(300, 3)
+    assert opened() == appended
+    _job_steps({}, dry_run=True)
+    assert opened() == appended
+    run = lake.plan_iceberg(NAME, True, JobOptions())
+    records = [process_file(f, run.options) for f in run.files]
+    lake.remember(run, [{**records[0], "status": Status.FAILED}, *records[1:]])
+    assert opened() == appended
+    lake.remember(run, records)
+    assert opened() == set()
+    load().manage_snapshots().rollback_to_snapshot(first).commit()  # the recorded snapshot's parent
+    assert opened() == every_file() == earlier
+    _job_steps({})
+    newest = add_indexed(600, 3)
+    assert opened() == newest
+    load().maintenance.expire_snapshots().by_id(first).commit()  # recorded by the run after the rollback
+    assert opened() == every_file() == earlier | newest
 
 
 def test_job_commits_in_batches(spark, table, tmp_path):
@@ -395,6 +518,33 @@ def test_a_file_with_a_real_position_delete_file_is_left_alone(table):
     tasks = {task.file.file_path: task for task in load().scan().plan_files()}
     assert [d.file_path for d in tasks[target.file_path].delete_files] == [delete_path]
     assert rows() == after_delete
+
+
+def remove_delete_files() -> None:
+    """A commit that drops the table's delete manifests, the data files staying (as a maintenance
+    job removing delete files that no longer apply would), through pyiceberg's snapshot producer."""
+    table = load()
+    transaction = table.transaction()
+    producer = _FastAppendFiles(operation=Operation.DELETE, transaction=transaction, io=table.io)
+    producer._process_manifests = lambda manifests: [m for m in manifests if m.content != ManifestContent.DELETES]
+    producer.commit()
+    transaction.commit_transaction()
+
+
+def test_a_delete_file_removed_since_the_last_run_opens_every_file(tmp_path, monkeypatch):
+    """A file its delete file kept out when the last run was recorded may be indexable once that
+    delete file is gone, though the recorded snapshot had it: every file is opened again."""
+    _empty_table(make_catalog(monkeypatch, tmp_path, f"file://{tmp_path}/warehouse"))
+    earlier = add_indexed(0, 3)
+    target = min((task.file for task in load().scan().plan_files()), key=lambda f: f.file_path)
+    add_position_deletes(target, [0, 1])
+    records = _job_steps({})
+    assert records[target.file_path]["status"] == Status.SKIPPED
+    assert {r["status"] for p, r in records.items() if p != target.file_path} == {Status.ALREADY_INDEXED}
+    assert opened() == set()
+    remove_delete_files()
+    assert not next(t for t in load().scan().plan_files() if t.file.file_path == target.file_path).delete_files
+    assert opened() == every_file() == earlier
 
 
 def test_format_v3_is_refused(tmp_path):
