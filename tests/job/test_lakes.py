@@ -4,7 +4,6 @@ written, bloom filters on evolved schemas, the bloom flags' usage errors, and a 
 of pyspark's pandas warning."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
