@@ -45,6 +45,7 @@ from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 from tests.helpers.lakes import check_rerun_records  # noqa: E402
 from tests.helpers.report_parts import report_records
+from tests.helpers.table_commits import commit_records  # noqa: E402
 
 NAME = "lake.db.t"
 
@@ -156,7 +157,7 @@ def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
 def _job_steps(options: dict) -> dict[str, dict]:
     """The job's steps without Spark: plan, write copies, commit; the records by path."""
     run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options))
-    records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    records, _ = commit_records(run, [process_file(f, run.options) for f in run.files], 1000)
     return {r["path"]: r for r in records}
 
 
@@ -191,7 +192,7 @@ def test_other_options_and_force_open_the_copies(table):
     run = lake.plan_iceberg(NAME, True, JobOptions(trust_page_stats=True))
     assert len(run.files) > 3 and not run.skipped
     run = lake.plan_iceberg(NAME, True, JobOptions(force=True))
-    records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    records, _ = commit_records(run, [process_file(f, run.options) for f in run.files], 1000)
     assert len(records) == len(run.files) and {r["status"] for r in records} == {Status.INDEXED}
     assert load().current_snapshot().snapshot_id != snapshot
     assert rows() == expected
