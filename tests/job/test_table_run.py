@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -190,3 +192,36 @@ def test_table_past_max_result_size(tmp_path):
     assert len(records) == 2000 and {r["status"] for r in records} == {"indexed"}
     # the records pickled as a task pickles them (each key once: the same interned string)
     assert len(pickle.dumps([{sys.intern(k): v for k, v in r.items()} for r in records])) > 1 << 20
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_sigterm_keeps_the_batches_committed(tmp_path):
+    """SIGTERM once the first batch is in the log: one line, exit 143 (the driver's threads
+    waiting on their jobs hold nothing up); the table reads its rows, the batches committed
+    hold indexed copies, which a rerun knows from their names without opening them."""
+    root = tmp_path / "t"
+    first = delta_table(root, 40)
+    expected = sorted(DeltaTable(str(root)).to_pyarrow_table().column("v").to_pylist())
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYSPARK_PYTHON=sys.executable)
+    proc = subprocess.Popen([sys.executable, "-m", "pageindex.job", "--input", str(root), "--in-place",
+                             "--commit-batch-files", "2", "--target-task-bytes", "1",
+                             "--conf", "spark.ui.enabled=false"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (root / "_delta_log" / f"{first + 1:020d}.json").exists():
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert len([line for line in err.splitlines() if line.startswith("pageindex-job: stopped")]) == 1, err
+    committed = DeltaTable(str(root)).version() - first
+    assert 1 <= committed < 20  # stopped before its last batch
+    assert sorted(DeltaTable(str(root)).to_pyarrow_table().column("v").to_pylist()) == expected
+    rerun = lake.plan(str(root), JobOptions())
+    known = [r for r in rerun.skipped if r["reason"] == lake.KNOWN_INDEXED]
+    assert len(known) == 2 * committed and len(rerun.files) == 40 - len(known)
