@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("deltalake")
 pytest.importorskip("pyiceberg")
 from deltalake import ColumnProperties, DeltaTable, WriterProperties, write_deltalake  # noqa: E402
 
+from pageindex.cli import main as cli_main  # noqa: E402
 from pageindex.job import lake, parts, table_run  # noqa: E402
 from pageindex.job.process import JobOptions, process_file  # noqa: E402
 from pageindex.job.spark import main  # noqa: E402
@@ -118,7 +120,7 @@ def test_iceberg_batch_is_committed_before_the_stream_ends(tmp_path, monkeypatch
 
 # --------------------------------------------------------------------------- the job on Spark
 
-def test_job_commits_each_batch_before_later_tasks_run(spark, tmp_path):
+def test_job_commits_each_batch_before_later_tasks_run(spark, tmp_path, capsys):
     """Ten files, a task each, batches of 2: five commits of 2 files and a report part per
     commit of its 2 records. Up to 4 tasks (2 per core) run ahead of the commits, so the copies
     of the last tasks are written after the first commit is in the log; a run that collected
@@ -139,6 +141,11 @@ def test_job_commits_each_batch_before_later_tasks_run(spark, tmp_path):
         assert len(rows) == 2 and len({r["table_version"] for r in rows}) == 1
     records = report_records(report)
     assert len(records) == 10 and {r["table_version"] for r in records} == set(range(first + 1, first + 6))
+    # the folder reads as one table: pyarrow, Spark, `pageindex report`
+    assert pq.read_table(report).num_rows == 10
+    assert spark.read.parquet(str(report)).where("table_version is not null").count() == 10
+    assert cli_main(["report", str(report)]) == 0
+    assert "pageindex report: 1 report, 10 files" in capsys.readouterr().out
     first_commit = (root / "_delta_log" / f"{first + 1:020d}.json").stat().st_mtime_ns
     later = [p for p in copies(root) if p.stat().st_mtime_ns > first_commit]
     assert len(copies(root)) == 10 and len(later) >= 10 - 6, later
