@@ -1,4 +1,4 @@
-"""Table runs: plan a Delta or Iceberg table's files from its snapshot, commit the copies in batches.
+"""Table runs: plan a Delta or Iceberg table's files from its snapshot, commit the copies a batch at a time.
 
 Executors write each copy under a new name next to its original; only the driver commits.
 """
@@ -19,6 +19,7 @@ from pageindex.io.confinement import below, outside
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
 from pageindex.job.process import JobOptions, failed_record
+from pageindex.job.report import Tally
 from pageindex.retrofit import Status
 from pageindex.io.storage import storage_errors
 from pageindex.table import delta, iceberg, last_run
@@ -181,13 +182,16 @@ def _seen(url: str, size: int, table_format: str, since: int | None) -> dict[str
     return _record(url, size, SEEN.format(version=f"{_VERSION[table_format]} {since}"), Status.UNCHANGED)
 
 
-def remember(run: TableRun, records: list[dict[str, Any]]) -> None:
-    """After a table run that settled every file (none failed, none changed, not a dry run): the
-    Delta version or Iceberg snapshot it planned from, below the table's root, for the next run
-    to open only the files added since (a failure to record it is a warning)."""
-    if run.options.dry_run or run.version is None:
-        return
-    if any(r["status"] in (Status.FAILED, Status.CHANGED) for r in records):
+def settles(record: dict[str, Any]) -> bool:
+    """Whether a record leaves its file settled for remember (neither failed nor changed)."""
+    return record["status"] not in (Status.FAILED, Status.CHANGED)
+
+
+def remember(run: TableRun, settled: bool) -> None:
+    """After a table run that settled every file (`settled`: none failed, none changed; not a dry
+    run): the Delta version or Iceberg snapshot it planned from, below the table's root, for the
+    next run to open only the files added since (a failure to record it is a warning)."""
+    if run.options.dry_run or run.version is None or not settled:
         return
     root = run.options.output  # the Delta root, the Iceberg location
     try:
@@ -215,45 +219,59 @@ def _record(url: str, size: int, reason: str, status: Status = Status.SKIPPED) -
     return {**failed_record(InputFile(url, size, ""), None, reason), "status": status}
 
 
-def commit_run(run: TableRun, records: list[dict[str, Any]], batch_files: int
-               ) -> tuple[list[dict[str, Any]], str]:
-    """Commit the indexed copies, `batch_files` per transaction; the records gain the version
-    that replaced their file (`table_version`), and the summary lists the commits."""
-    indexed = [r for r in records if r["status"] in (Status.INDEXED, Status.REPAIRED)]
-    commits = []
-    for start in range(0, len(indexed), batch_files):
-        batch = {r["path"]: r for r in indexed[start:start + batch_files]}
-        replacements = [Replacement(run.planned[url][0], run.planned[url][1], r["bytes_out"])
-                        for url, r in batch.items()]
-        try:
-            result = _commit(run, replacements)
-        except PageIndexError as err:
-            for r in batch.values():
-                r.update(status=Status.FAILED, reason=f"commit: {err.message(with_path=False)}",
-                         retryable=err.retryable)
-            continue
-        by_log_path = {run.planned[url][0].path: r for url, r in batch.items()}
-        for path in result.replaced:
-            by_log_path[path]["table_version"] = result.version
-        for path, reason in result.changed.items():
-            by_log_path[path].update(status=Status.CHANGED, reason=f"not committed: {reason}")
-        if result.version is not None:
-            commits.append(f"{_VERSION[run.format]} {result.version} ({len(result.replaced)} files, "
-                           f"attempt {result.attempts})")
-    out = sorted([*records, *run.skipped], key=lambda r: r["path"])
-    for r in out:
+def to_commit(record: dict[str, Any]) -> bool:
+    """Whether the record's file got an indexed copy for the table to take."""
+    return record["status"] in (Status.INDEXED, Status.REPAIRED)
+
+
+@dataclass
+class Commits:
+    """What the summary says of a run's commits, summed batch by batch (the records are not kept)."""
+
+    replaced: int = 0  # files whose copy a commit took
+    lines: list[str] = dataclasses.field(default_factory=list)  # one per commit
+
+    def summary(self, run: TableRun, totals: Tally) -> str:
+        """The table's lines of the summary, from the commits and the Tally of every record."""
+        known = sum(r["reason"] == KNOWN_INDEXED for r in run.skipped)
+        seen = sum(r["status"] == Status.UNCHANGED for r in run.skipped)
+        lines = [f"{run.format} table {run.table}: planned at {_VERSION[run.format]} {run.version}, "
+                 f"{self.replaced} files replaced, {totals.counts[Status.SKIPPED]} skipped, "
+                 f"{totals.counts[Status.CHANGED]} changed"
+                 + (f", {known} known indexed from their names (not opened)" if known else "")
+                 + (f", {seen} unchanged since the last run (not opened)" if seen else "")]
+        lines += [f"  commit {c}" for c in self.lines] or ["  nothing committed"]
+        return "\n".join(lines)
+
+
+def commit_batch(run: TableRun, batch: list[dict[str, Any]], commits: Commits) -> None:
+    """Commit one batch's indexed copies in one transaction (to_commit's records; the others
+    pass). Every record of the batch gets `table_version`: the version that replaced its file,
+    None for none; a file the table no longer holds as planned becomes `changed`, a failed
+    commit makes its files `failed`."""
+    indexed = {r["path"]: r for r in batch if to_commit(r)}
+    for r in batch:
         r.setdefault("table_version", None)
-    replaced = sum(r["table_version"] is not None for r in out)
-    known = sum(r["reason"] == KNOWN_INDEXED for r in run.skipped)
-    seen = sum(r["status"] == Status.UNCHANGED for r in run.skipped)
-    lines = [f"{run.format} table {run.table}: planned at {_VERSION[run.format]} {run.version}, "
-             f"{replaced} files replaced, "
-             f"{sum(r['status'] == Status.SKIPPED for r in out)} skipped, "
-             f"{sum(r['status'] == Status.CHANGED for r in out)} changed"
-             + (f", {known} known indexed from their names (not opened)" if known else "")
-             + (f", {seen} unchanged since the last run (not opened)" if seen else "")]
-    lines += [f"  commit {c}" for c in commits] or ["  nothing committed"]
-    return out, "\n".join(lines)
+    if not indexed:
+        return
+    replacements = [Replacement(run.planned[url][0], run.planned[url][1], r["bytes_out"])
+                    for url, r in indexed.items()]
+    try:
+        result = _commit(run, replacements)
+    except PageIndexError as err:
+        for r in indexed.values():
+            r.update(status=Status.FAILED, reason=f"commit: {err.message(with_path=False)}",
+                     retryable=err.retryable)
+        return
+    by_log_path = {run.planned[url][0].path: r for url, r in indexed.items()}
+    for path in result.replaced:
+        by_log_path[path]["table_version"] = result.version
+    for path, reason in result.changed.items():
+        by_log_path[path].update(status=Status.CHANGED, reason=f"not committed: {reason}")
+    commits.replaced += len(result.replaced)
+    if result.version is not None:
+        commits.lines.append(f"{_VERSION[run.format]} {result.version} ({len(result.replaced)} files, "
+                             f"attempt {result.attempts})")
 
 
 _VERSION = {DELTA: "version", ICEBERG: "snapshot"}

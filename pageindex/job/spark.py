@@ -26,13 +26,12 @@ from pageindex.errors import (
 )
 from pageindex.io.discovery import Discovery, discover, input_root
 from pageindex.io.storage import storage_errors
-from pageindex.job import catalog, kernel_probe, lake, parts, pipeline, spread
+from pageindex.job import catalog, kernel_probe, lake, parts, pipeline, spread, table_run
 from pageindex.job.config import PROG, JobConfig, parser
 from pageindex.job.preflight import check_report_path
-from pageindex.job.process import JobOptions, output_url, process_task
-from pageindex.job.report import format_size, summary, summary_document, tally, write_report, write_summary_json
+from pageindex.job.process import JobOptions
+from pageindex.job.report import format_size, summary, summary_document, write_summary_json
 from pageindex.job.state import root_key, run_key
-from pageindex.job.tasks import pack
 from pageindex.shutdown import leave, stopping, stops_cleanly
 
 __all__ = ["JobConfig", "UsageError", "check_modes", "console", "hide_pandas_warning", "main", "parser", "run"]
@@ -141,17 +140,8 @@ def run(config: JobConfig, spark: Any) -> int:
         except PageIndexError as err:
             report, report_error = None, err
     else:
-        records = _run_on_spark(spark, files, options, config.target_task_bytes,
-                                config.progress_seconds) if files else []
-        records, commits = lake.commit_run(planned, records, config.commit_batch_files)
-        totals = tally(records)
-        lake.remember(planned, records)
-        if report:
-            try:
-                with storage_errors("write the report", report):
-                    write_table_report(records, report, config.storage_options)
-            except PageIndexError as err:
-                report, report_error = None, err
+        done = table_run.run(spark, planned, config, _watch(spark.sparkContext, config.progress_seconds))
+        totals, commits, report, report_error = done.totals, done.commits, done.report, done.report_error
     if table is not None and config.in_place and not options.dry_run:
         # Spark caches a table's file listing (sizes included): the files changed underneath it.
         spark.catalog.refreshTable(table.name)
@@ -212,38 +202,6 @@ def _watch(sc: Any, every: float) -> pipeline.Watch:
             stop.set()
             ticker.join()
     return watch
-
-
-def write_table_report(records: list[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
-    """A table run's report: its records (on the driver, which commits them) as one part of the
-    report folder."""
-    run = parts.new_run()
-    parts.make_folder(url, storage_options)
-    parts.remove([p.url for p in parts.list_parts(url, storage_options)], storage_options)
-    write_report(records, parts.part_url(url, run, "task", 0, parts.extension(url)), storage_options)
-
-
-def _run_on_spark(spark: Any, files: list, options: JobOptions, target: int,
-                  progress_seconds: float) -> list[dict[str, Any]]:
-    """A table run's files processed on Spark, their records collected (the driver commits them)."""
-    sc = spark.sparkContext
-    # A small dataset still spreads over every core the cluster offers.
-    spread = -(-sum(f.size for f in files) // max(1, sc.defaultParallelism))
-    tasks = pack(files, max(1, min(target, spread)))
-    done, done_bytes = sc.accumulator(0), sc.accumulator(0)
-
-    def run_task(task: list) -> list[dict[str, Any]]:
-        out, sizes = [], {f.url: f.size for f in task}  # as listed: what the total counts
-        for record in process_task([(f, output_url(f, options)) for f in task], options):
-            out.append(record)
-            done.add(1)
-            done_bytes.add(sizes.get(record["path"], 0))
-        return out
-
-    sc.setJobDescription(f"pageindex: {len(files)} files in {len(tasks)} tasks")
-    with _watch(sc, progress_seconds)(done, done_bytes, len(files), sum(f.size for f in files)):
-        records = sc.parallelize(tasks, len(tasks)).flatMap(run_task).collect()
-    return sorted(records, key=lambda r: r["path"])
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None, master: str | None = "local[*]") -> int:

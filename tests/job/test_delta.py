@@ -32,6 +32,7 @@ from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 from tests.helpers.lakes import check_rerun_records  # noqa: E402
 from tests.helpers.report_parts import report_records
+from tests.helpers.table_commits import commit_records  # noqa: E402
 
 # arrow-rs writes an OffsetIndex always and a ColumnIndex only with page statistics.
 NO_COLUMN_INDEX = WriterProperties(data_page_row_count_limit=100, write_batch_size=100,
@@ -324,7 +325,7 @@ def test_files_with_deletion_vectors_are_left_alone(tmp_path):
     assert [r["reason"] for r in run.skipped] == [lake.DELETION_VECTOR]
     assert [r["status"] for r in run.skipped] == [Status.SKIPPED]
     records = [process_file(f, run.options) for f in run.files]
-    out, text = lake.commit_run(run, records, 1000)
+    out, text = commit_records(run, records, 1000)
     assert "2 files replaced, 1 skipped" in text
     after = delta.snapshot(DeltaTable(root), root, {}).files
     assert after[path].deletion_vector
@@ -435,7 +436,7 @@ def test_rerun_of_a_table_its_writer_indexed_opens_only_the_appended_files(spark
 def _plan_and_commit(root: str, **options):
     run = lake.plan(root, JobOptions(**options))
     records = [process_file(f, run.options) for f in run.files]
-    return run, lake.commit_run(run, records, 1000)
+    return run, commit_records(run, records, 1000)
 
 
 def test_other_options_force_and_verify_open_the_copies(tmp_path):
@@ -501,7 +502,7 @@ def test_files_the_log_places_outside_the_table_are_left_alone(tmp_path):
                                  "(left as is; --follow-links follows it)")])
     assert len(run.files) == 1 and run.files[0].url.startswith(f"{root}/part-")
     records = [process_file(f, run.options) for f in run.files]
-    out, _ = lake.commit_run(run, records, 1000)
+    out, _ = commit_records(run, records, 1000)
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in outside.iterdir()} == before
     added = [a["add"]["path"] for a in log_actions(str(root), 2) if "add" in a]
     assert len(added) == 1 and ".." not in unquote(added[0]) and "/" not in unquote(added[0])

@@ -46,6 +46,7 @@ from tests.helpers.duckdb_lake import duckdb_scan  # noqa: E402
 from tests.helpers.fault_proxy import FaultProxy  # noqa: E402
 from tests.helpers.lakes import check_rerun_records  # noqa: E402
 from tests.helpers.report_parts import report_records
+from tests.helpers.table_commits import commit_records, settled  # noqa: E402
 
 NAME = "lake.db.t"
 
@@ -166,8 +167,8 @@ def test_retrofit_on_s3(s3_server, s3_bucket, tmp_path, monkeypatch):
 def _job_steps(options: dict, **more) -> dict[str, dict]:
     """The job's steps without Spark: plan, write copies, commit, record the run; the records by path."""
     run = lake.plan_iceberg(NAME, True, JobOptions(storage_options=options, **more))
-    records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
-    lake.remember(run, records)
+    records, _ = commit_records(run, [process_file(f, run.options) for f in run.files], 1000)
+    lake.remember(run, settled(records))
     return {r["path"]: r for r in records}
 
 
@@ -206,7 +207,7 @@ def test_other_options_and_force_open_the_copies(table):
     run = lake.plan_iceberg(NAME, True, JobOptions(trust_page_stats=True))
     assert len(run.files) > 3 and not run.skipped
     run = lake.plan_iceberg(NAME, True, JobOptions(force=True))
-    records, _ = lake.commit_run(run, [process_file(f, run.options) for f in run.files], 1000)
+    records, _ = commit_records(run, [process_file(f, run.options) for f in run.files], 1000)
     assert len(records) == len(run.files) and {r["status"] for r in records} == {Status.INDEXED}
     assert load().current_snapshot().snapshot_id != snapshot
     assert rows() == expected
@@ -307,9 +308,9 @@ def test_other_options_force_a_rollback_and_an_expired_snapshot_open_every_file(
     assert opened() == appended
     run = lake.plan_iceberg(NAME, True, JobOptions())
     records = [process_file(f, run.options) for f in run.files]
-    lake.remember(run, [{**records[0], "status": Status.FAILED}, *records[1:]])
+    lake.remember(run, settled([{**records[0], "status": Status.FAILED}, *records[1:]]))
     assert opened() == appended
-    lake.remember(run, records)
+    lake.remember(run, settled(records))
     assert opened() == set()
     load().manage_snapshots().rollback_to_snapshot(first).commit()  # the recorded snapshot's parent
     assert opened() == every_file() == earlier
