@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pageindex.cli_output import describe
+from pageindex.cli.output import describe
 from pageindex.format.thrift import Field, Struct, T
 from pageindex.index.fallback import Fallback
 from pageindex.inspection import format_text, inspect_file

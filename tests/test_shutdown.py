@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -36,7 +35,7 @@ def test_every_entry_point_leaves_through_shutdown():
     # pageindex-deploy only copies files with the standard library: no Arrow thread pool to skip.
     assert scripts == {"pageindex": "pageindex.cli:console", "pageindex-job": "pageindex.job.spark:console",
                        "pageindex-deploy": "pageindex.deploy:console"}
-    for path in ("pageindex/__main__.py", "jobs/retrofit_job.py", "pageindex/cli.py", "pageindex/job/spark.py"):
+    for path in ("pageindex/__main__.py", "jobs/retrofit_job.py", "pageindex/cli/__init__.py", "pageindex/job/spark.py"):
         assert "leave(stops_cleanly(main)(" in (REPO_ROOT / path).read_text(), path
     assert "console()" in (REPO_ROOT / "pageindex/job/__main__.py").read_text()
 

@@ -22,8 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pageindex.retrofit", "pageindex.verify", "pageindex.inspection"),
     # Table formats plan and commit around retrofit; only the job and the CLI drive them.
     ("pageindex.table",),
-    ("pageindex.cli", "pageindex.cli_output", "pageindex.targets", "pageindex.progress", "pageindex.job", "pageindex.shutdown",
-     "pageindex.__main__", "pageindex.deploy",
+    ("pageindex.cli", "pageindex.job", "pageindex.shutdown", "pageindex.__main__", "pageindex.deploy",
      "pageindex"),
 )
 

@@ -550,7 +550,7 @@ def test_job_permanent_faults_reported_failed(s3_job_spark, sources, proxy, s3fs
 
 def test_cli_exit_code_for_a_storage_failure(sources, proxy, s3fs_fs, s3_bucket, tmp_path):
     """A file the store keeps failing (every GetObject 503) fails with a StorageError a retry
-    may mend: exit 1, even beside a malformed file (which alone exits 3: test_cli.py). The
+    may mend: exit 1, even beside a malformed file (which alone exits 3: tests/cli/test_cli.py). The
     backoff sleeps are scaled to 1% (tests/helpers/backoff_site)."""
     key = f"{s3_bucket}/data/small.parquet"
     s3fs_fs.pipe(key, sources.small.original)

@@ -1,7 +1,7 @@
 """End-to-end CLI: `python -m pageindex retrofit | inspect | verify` in subprocesses, on small
 files written by pyarrow without a page index.
 
-Exit codes (pageindex/cli.py): 0 success, 1 a refused/failed file or a violation, 2 usage errors.
+Exit codes (pageindex/cli/): 0 success, 1 a refused/failed file or a violation, 2 usage errors.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ import pytest
 
 import pageindex
 import pageindex.cli
+from pageindex.cli.progress import render
 from pageindex.scan import compiled
-from pageindex.progress import render
 from tests.helpers.cli import ok, run_cli
 from tests.helpers.files import corrupt_first_page_min, write_sorted_int_file
 from tests.helpers.paths import REPO_ROOT

@@ -13,6 +13,18 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any, Callable, Iterator, NoReturn, Sequence
 
+from pageindex.cli.output import (
+    NOT_DONE,
+    describe,
+    format_rows,
+    lookup_io,
+    print_error,
+    print_json,
+    print_json_line,
+    printable,
+)
+from pageindex.cli.progress import Progress
+from pageindex.cli.targets import Target, expand, legacy_destination, plan
 from pageindex.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -24,16 +36,6 @@ from pageindex.errors import (
     combined_exit_code,
     exit_code,
     failures_exit_code,
-)
-from pageindex.cli_output import (
-    NOT_DONE,
-    describe,
-    format_rows,
-    lookup_io,
-    print_error,
-    print_json,
-    print_json_line,
-    printable,
 )
 from pageindex.index.parallel import AUTO, auto_threads, threads_option
 from pageindex.inspection import format_text, inspect_file
@@ -52,11 +54,9 @@ from pageindex.job.preflight import check_report_path, normalised
 from pageindex.job.report import FALLBACK_DOCS, summary, write_report
 from pageindex.job.report_summary import read_report, report_urls, summarise
 from pageindex.job.state import RunState, add_state_argument
-from pageindex.progress import Progress
 from pageindex.query.lookup import lookup
 from pageindex.retrofit import Status
 from pageindex.shutdown import leave, stops_cleanly
-from pageindex.targets import Target, expand, legacy_destination, plan
 from pageindex.verify import verify
 from pageindex.version import __version__
 
