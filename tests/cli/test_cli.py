@@ -26,6 +26,7 @@ import pytest
 
 import pageindex
 import pageindex.cli
+import pageindex.cli.commands
 from pageindex.cli.progress import render
 from pageindex.scan import compiled
 from tests.helpers.cli import ok, run_cli
@@ -515,8 +516,8 @@ def test_verify_threads_reach_verify(tree, monkeypatch):
     from pageindex.index.parallel import auto_threads
 
     asked: list[int] = []
-    verify = pageindex.cli.verify
-    monkeypatch.setattr(pageindex.cli, "verify", lambda *a, threads: asked.append(threads) or verify(*a, threads=threads))
+    verify = pageindex.cli.commands.verify
+    monkeypatch.setattr(pageindex.cli.commands, "verify", lambda *a, threads: asked.append(threads) or verify(*a, threads=threads))
     assert pageindex.cli.main(["verify", str(tree / "a.parquet"), "--threads", "3"]) == 0
     assert pageindex.cli.main(["verify", str(tree / "a.parquet")]) == 0
     assert asked == [3, auto_threads()]
@@ -538,7 +539,7 @@ def test_threads_reach_each_file_auto_in_one_process_one_per_worker(tree, tmp_pa
     assert pageindex.cli.main(["retrofit", str(tree / "a.parquet"), "--dry-run"]) == 0
     assert pageindex.cli.main(["retrofit", str(tree / "a.parquet"), "--dry-run", "--jobs", "4"]) == 0
     assert asked == [auto_threads()] * 3
-    assert pageindex.cli._threads(None, 4, 2) == 1 and pageindex.cli._threads(2, 4, 2) == 2
+    assert pageindex.cli.commands._threads(None, 4, 2) == 1 and pageindex.cli.commands._threads(2, 4, 2) == 2
 
 
 def test_threads_2_writes_what_threads_1_writes(tree, tmp_path):

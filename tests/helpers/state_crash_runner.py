@@ -24,11 +24,12 @@ def main() -> None:
     p.add_argument("args", nargs=argparse.REMAINDER)
     opts = p.parse_args()
     import pageindex.cli as cli
+    import pageindex.cli.commands as commands
     import pageindex.job.state as state
 
     if opts.checkpoint_files is not None:
         state.CHECKPOINT_FILES = opts.checkpoint_files
-    real = cli.process_task
+    real = commands.process_task
 
     def stopping(targets, options):
         for i, record in enumerate(real(targets, options)):
@@ -37,7 +38,7 @@ def main() -> None:
                 os.kill(os.getpid(), getattr(signal, f"SIG{opts.signal}"))
             yield record
 
-    cli.process_task = stopping
+    commands.process_task = stopping
     sys.argv = ["pageindex", *[a for a in opts.args if a != "--"]]
     cli.console()
 
