@@ -46,8 +46,8 @@ FLAGS = ["-O3"]
 
 
 def kernels() -> list[Extension]:
-    """One extension module per .pyx, named by its path (pageindex/scan/kernels.pyx is
-    pageindex.scan.kernels), sorted so that every build lists them alike."""
+    """One extension module per .pyx, named by its path (pageindex/scan/plain_kernels.pyx is
+    pageindex.scan.plain_kernels), sorted so that every build lists them alike."""
     sources = sorted(ROOT.glob("pageindex/**/*.pyx"))
     modules = [Extension(".".join(s.relative_to(ROOT).with_suffix("").parts), [str(s.relative_to(ROOT))],
                          extra_compile_args=FLAGS) for s in sources]

@@ -1,12 +1,16 @@
 # cython: language_level=3
-"""The byte-level reads the scan's compiled kernels share (varints, windows, prefixes, bit counts),
-inlined into each kernel's loops: cimported by pageindex.scan's .pyx modules, never called from Python.
+"""The byte-level reads the scan's compiled kernels share (pointers, varints, windows, prefixes, bit
+counts), inlined into their loops: cimported by pageindex.scan's .pyx modules, never called from Python.
 """
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 # A kernel's status for a stream that does not hold what it should: Arrow decides what that means.
 cdef enum:
     BAD = -1
+
+
+cdef inline const uint8_t* base(const uint8_t[::1] buf) noexcept nogil:
+    return &buf[0]  # an empty view's pointer is never read through (every read is bounded by its size)
 
 
 cdef inline (int64_t, int64_t) uleb(const uint8_t* buf, int64_t p, int64_t end) noexcept nogil:

@@ -14,7 +14,7 @@ AUTO, ARROW, COMPILED = "auto", "arrow", "compiled"
 # What a record says of the path its file took.
 PATHS = (COMPILED, ARROW)
 # The modules built from pageindex/scan/*.pyx that the scan calls.
-MODULES = ("kernels", "level_kernels", "delta_kernels", "header_kernel")
+MODULES = ("hybrid_kernels", "plain_kernels", "level_kernels", "delta_kernels", "header_kernel")
 
 log = logging.getLogger("pageindex")
 
@@ -23,7 +23,7 @@ class KernelsMissing(ImportError):
     """PAGEINDEX_SCAN_KERNEL=compiled, but the compiled kernels do not load here."""
 
 
-def compiled(name: str = "kernels") -> ModuleType | None:
+def compiled(name: str) -> ModuleType | None:
     """The compiled module pageindex.scan.`name`, or None for the Python and Arrow code. The
     variable is read on every call, so a test can set it."""
     choice = _choice(_RAW.get(_KEY) if _RAW is not None else os.environ.get(ENV))

@@ -2,9 +2,10 @@
 each page's least and greatest value from PLAIN values or dictionary indices, no values decoded.
 
 DELTA_* and BYTE_STREAM_SPLIT pages are decoded a page at a time by pageindex.scan.delta_values.
-The compiled kernels (pageindex.scan.kernels, built into the wheel) do the streams; where they
-cannot load, or for any chunk or page this path does not read, the caller decodes the chunk with
-Arrow instead. PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk, =compiled insists on them.
+The compiled kernels (pageindex.scan.hybrid_kernels and plain_kernels, built into the wheel) do the
+streams; where they cannot load, or for any chunk or page this path does not read, the caller
+decodes the chunk with Arrow instead. PAGEINDEX_SCAN_KERNEL=arrow forces Arrow for every chunk,
+=compiled insists on them.
 """
 from __future__ import annotations
 
@@ -55,9 +56,32 @@ class PageExtrema:
     unencoded: np.ndarray | None  # BYTE_ARRAY: per page, the bytes of its values
 
 
-def kernels() -> ModuleType | None:
+@dataclass(frozen=True)
+class Kernels:
+    """The compiled kernels a flat chunk's scan calls, from their two modules: hybrid_kernels
+    (definition levels, dictionary indices) and plain_kernels (PLAIN values, dictionary pages)."""
+
+    level_zeros: Callable
+    index_values: Callable
+    index_ranks: Callable
+    index_bytes: Callable
+    plain_integers: Callable
+    plain_bytes: Callable
+    entry_spans: Callable
+    ranked_entries: Callable
+
+
+def kernels() -> Kernels | None:
     """The compiled kernels, or None for Arrow's decode (see pageindex.scan.compiled)."""
-    return compiled("kernels")
+    hybrid, plain = compiled("hybrid_kernels"), compiled("plain_kernels")
+    return None if hybrid is None or plain is None else _joined(hybrid, plain)
+
+
+@functools.cache
+def _joined(hybrid: ModuleType, plain: ModuleType) -> Kernels:
+    """The two modules' kernels as one (asked for per chunk, so joined once)."""
+    return Kernels(hybrid.level_zeros, hybrid.index_values, hybrid.index_ranks, hybrid.index_bytes,
+                   plain.plain_integers, plain.plain_bytes, plain.entry_spans, plain.ranked_entries)
 
 
 def readable(chunk: ChunkMeta, order: Order) -> bool:
@@ -153,7 +177,7 @@ def _snappy_says(data: memoryview, size: int) -> bool:
 class Scanner:
     """One chunk's pages, one at a time."""
 
-    def __init__(self, compiled: ModuleType, chunk: ChunkMeta, order: Order, pages: ChunkPages) -> None:
+    def __init__(self, compiled: Kernels, chunk: ChunkMeta, order: Order, pages: ChunkPages) -> None:
         self.k, self.chunk, self.pages = compiled, chunk, pages
         leaf = chunk.leaf
         self.bytes = leaf.physical_type == Type.BYTE_ARRAY

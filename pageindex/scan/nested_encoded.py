@@ -17,7 +17,7 @@ from pageindex.format.column_order import Order
 from pageindex.format.footer import ChunkMeta
 from pageindex.format.parquet_thrift import Encoding, PageType
 from pageindex.scan.compiled import compiled
-from pageindex.scan.encoded import PageBodies, PageExtrema, Scanner, Unread, kernels
+from pageindex.scan.encoded import Kernels, PageBodies, PageExtrema, Scanner, Unread, kernels
 from pageindex.scan.page_levels import PageLevels
 from pageindex.scan.page_walk import ChunkPages, Page
 
@@ -62,7 +62,7 @@ def _unless_unread(run: Callable[[], T]) -> T | None:
 class NestedScanner(Scanner):
     """One nested chunk's pages, one at a time: levels first, then the values they define."""
 
-    def __init__(self, compiled: ModuleType, levels: ModuleType, chunk: ChunkMeta, order: Order,
+    def __init__(self, compiled: Kernels, levels: ModuleType, chunk: ChunkMeta, order: Order,
                  pages: ChunkPages) -> None:
         super().__init__(compiled, chunk, order, pages)
         self.counter = LevelCounter(levels, chunk, pages, self.bodies)

@@ -1,4 +1,4 @@
-"""The encoded-page path (scan/encoded.py, scan/kernels.py) against Arrow's decode, chunk by chunk:
+"""The encoded-page path (scan/encoded.py, its kernels) against Arrow's decode, chunk by chunk:
 generated edge cases and the corpus must give identical ColumnIndex and OffsetIndex bytes."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 
-from pageindex.scan import kernels as k
+from pageindex.scan import hybrid_kernels as hk, plain_kernels as pk
 from tests.helpers.fuzz_mutations import varint
 
 
@@ -52,16 +52,16 @@ def test_index_kernels_every_width(width):
     entries = rng.normal(size=size)
     rank = np.argsort(np.argsort(entries, kind="stable"), kind="stable")
     lengths = rng.integers(0, 50, size)
-    low, high, total, status = k.index_ranks(buf, 0, len(buf), count, rank, lengths)
+    low, high, total, status = hk.index_ranks(buf, 0, len(buf), count, rank, lengths)
     assert status == 0
     assert (low, high) == (rank[indices].min(), rank[indices].max())
     assert total == lengths[indices].sum()
-    low, high, nan, status = k.index_values(buf, 0, len(buf), count, entries)
+    low, high, nan, status = hk.index_values(buf, 0, len(buf), count, entries)
     assert status == 0 and not nan
     assert (low, high) == (entries[indices].min(), entries[indices].max())
     body = rng.integers(0, 256, 64 * size, dtype=np.uint8)
     starts = np.arange(size, dtype=np.int64) * 64
-    low, high, total, status = k.index_bytes(buf, 0, len(buf), count, body, starts, lengths)
+    low, high, total, status = hk.index_bytes(buf, 0, len(buf), count, body, starts, lengths)
     as_bytes = [bytes(body[s:s + n]) for s, n in zip(starts, lengths)]
     referred = [as_bytes[i] for i in indices]
     assert status == 0 and total == lengths[indices].sum()
@@ -71,10 +71,10 @@ def test_index_kernels_every_width(width):
 def test_index_values_sees_nan_and_unsigned():
     entries = np.array([1.0, np.nan, -3.0])
     buf = np.frombuffer(bytes([2]) + _bit_packed([0, 2, 1, 0], 2), np.uint8)
-    low, high, nan, status = k.index_values(buf, 0, len(buf), 4, entries)
+    low, high, nan, status = hk.index_values(buf, 0, len(buf), 4, entries)
     assert status == 0 and nan and low == -3.0
     unsigned = np.array([1, 2**64 - 1, 5], np.uint64)
-    low, high, nan, status = k.index_values(buf, 0, len(buf), 4, unsigned)
+    low, high, nan, status = hk.index_values(buf, 0, len(buf), 4, unsigned)
     assert (int(low), int(high), nan, status) == (1, 2**64 - 1, False, 0)
 
 
@@ -92,9 +92,9 @@ def test_index_kernels_refuse_bad_streams(case):
     }[case]
     buf = np.frombuffer(data, np.uint8)
     rank = np.arange(7, dtype=np.int64)
-    assert k.index_ranks(buf, 0, len(buf), count, rank, rank)[-1] == k.BAD
-    assert k.index_values(buf, 0, len(buf), count, rank.astype(np.float64))[-1] == k.BAD
-    assert k.index_bytes(buf, 0, len(buf), count, np.zeros(7, np.uint8), rank, np.ones(7, np.int64))[-1] == k.BAD
+    assert hk.index_ranks(buf, 0, len(buf), count, rank, rank)[-1] == hk.BAD
+    assert hk.index_values(buf, 0, len(buf), count, rank.astype(np.float64))[-1] == hk.BAD
+    assert hk.index_bytes(buf, 0, len(buf), count, np.zeros(7, np.uint8), rank, np.ones(7, np.int64))[-1] == hk.BAD
 
 
 def test_level_zeros():
@@ -102,33 +102,33 @@ def test_level_zeros():
     levels = [int(v) for v in rng.integers(0, 2, 1001)]
     levels[10:400] = [0] * 390
     buf = np.frombuffer(b"xx" + _stream(levels, 1, rng) + b"yy", np.uint8)
-    assert k.level_zeros(buf, 2, len(buf) - 2, len(levels)) == levels.count(0)
+    assert hk.level_zeros(buf, 2, len(buf) - 2, len(levels)) == levels.count(0)
     for bad in (_rle(2, 5, 1), _bit_packed([1] * 8, 1)[:-1], _rle(1, 0, 1)):
         buf = np.frombuffer(bad, np.uint8)
-        assert k.level_zeros(buf, 0, len(buf), 5) == k.BAD
+        assert hk.level_zeros(buf, 0, len(buf), 5) == hk.BAD
 
 
 def test_plain_bytes_and_dictionary():
     values = [b"b", b"", b"\xff", b"ba", b"a" * 300]
     page = b"".join(len(v).to_bytes(4, "little") + v for v in values)
     buf = np.frombuffer(page, np.uint8)
-    low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf), len(values))
+    low, low_len, high, high_len, total, status = pk.plain_bytes(buf, 0, len(buf), len(values))
     assert status == 0 and total == sum(map(len, values))
     assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (b"", b"\xff")
-    assert k.plain_bytes(buf, 0, len(buf) - 1, len(values))[-1] == k.BAD
-    starts, lengths, status = k.entry_spans(buf, len(values))
+    assert pk.plain_bytes(buf, 0, len(buf) - 1, len(values))[-1] == pk.BAD
+    starts, lengths, status = pk.entry_spans(buf, len(values))
     assert status == 0 and [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)] == values
-    assert k.entry_spans(buf, len(values) + 1)[-1] == k.BAD
+    assert pk.entry_spans(buf, len(values) + 1)[-1] == pk.BAD
 
 
 def _three(buf: np.ndarray, count: int, size: int) -> list[int]:
     """The status of each index kernel over the stream, for a dictionary of `size` entries."""
     rank = np.arange(size, dtype=np.int64)
     starts = np.arange(size, dtype=np.int64)
-    return [k.index_ranks(buf, 0, len(buf), count, rank, rank)[-1],
-            k.index_ranks(buf, 0, len(buf), count, rank, np.zeros(0, np.int64))[-1],
-            k.index_values(buf, 0, len(buf), count, rank.astype(np.float64))[-1],
-            k.index_bytes(buf, 0, len(buf), count, np.arange(size, dtype=np.uint8), starts,
+    return [hk.index_ranks(buf, 0, len(buf), count, rank, rank)[-1],
+            hk.index_ranks(buf, 0, len(buf), count, rank, np.zeros(0, np.int64))[-1],
+            hk.index_values(buf, 0, len(buf), count, rank.astype(np.float64))[-1],
+            hk.index_bytes(buf, 0, len(buf), count, np.arange(size, dtype=np.uint8), starts,
                           np.ones(size, np.int64))[-1]]
 
 
@@ -141,8 +141,8 @@ def test_index_kernels_ignore_the_padding_past_count(width):
     pad = (1 << width) - 1
     buf = np.frombuffer(bytes([width]) + _rle(0, 3, width) + _bit_packed(values, width, pad=pad), np.uint8)
     assert _three(buf, 8, size) == [0, 0, 0, 0]
-    assert k.index_ranks(buf, 0, len(buf), 8, np.arange(size, dtype=np.int64), np.zeros(0, np.int64))[:2] == (0, size - 1)
-    assert set(_three(buf, 9, size)) == {k.BAD}  # the padding is read as a value: past the dictionary
+    assert hk.index_ranks(buf, 0, len(buf), 8, np.arange(size, dtype=np.int64), np.zeros(0, np.int64))[:2] == (0, size - 1)
+    assert set(_three(buf, 9, size)) == {hk.BAD}  # the padding is read as a value: past the dictionary
 
 
 @pytest.mark.parametrize("width", [1, 2, 5, 8, 11, 16, 23, 29, 32])
@@ -157,10 +157,10 @@ def test_index_kernels_refuse_an_index_past_the_dictionary(width, where):
     assert _three(np.frombuffer(good, np.uint8), 1013, size) == [0, 0, 0, 0]
     values[where] = size + int(rng.integers(0, (1 << width) - size))
     packed = bytes([width]) + _bit_packed(values, width) + _rle(size - 1, 5, width)
-    assert set(_three(np.frombuffer(packed, np.uint8), 1013, size)) == {k.BAD}
+    assert set(_three(np.frombuffer(packed, np.uint8), 1013, size)) == {hk.BAD}
     before = values[:where] or [0]
     rle = bytes([width]) + _bit_packed(before, width) + _rle(size, 3, width)
-    assert set(_three(np.frombuffer(rle, np.uint8), -(-len(before) // 8) * 8 + 3, size)) == {k.BAD}
+    assert set(_three(np.frombuffer(rle, np.uint8), -(-len(before) // 8) * 8 + 3, size)) == {hk.BAD}
 
 
 @pytest.mark.parametrize("width", [0, 1, 4, 9, 17, 32])
@@ -174,7 +174,7 @@ def test_index_kernels_refuse_cut_off_streams(width):
     # cut in the RLE run's value (widths above 0 have one), the bit-packed run's data, the last run
     cuts = [runs + 1, len(whole) - len(_rle(0, 10, width)) - 1, len(whole) - 1][0 if width else 1:]
     for cut in cuts:
-        assert set(_three(np.frombuffer(whole[:cut], np.uint8), 130, size)) == {k.BAD}, cut
+        assert set(_three(np.frombuffer(whole[:cut], np.uint8), 130, size)) == {hk.BAD}, cut
 
 
 def test_index_values_keeps_the_first_of_equal_entries():
@@ -182,7 +182,7 @@ def test_index_values_keeps_the_first_of_equal_entries():
     entries = np.array([0.0, -0.0, 1.0])
     for first in (0, 1):
         buf = np.frombuffer(bytes([2]) + _bit_packed([first, 1 - first, 2, 1 - first], 2), np.uint8)
-        low, high, nan, status = k.index_values(buf, 0, len(buf), 4, entries)
+        low, high, nan, status = hk.index_values(buf, 0, len(buf), 4, entries)
         assert status == 0 and not nan and high == 1.0
         assert np.signbit(low) == bool(first)
 
@@ -217,7 +217,7 @@ def test_plain_bytes_against_python_order(seed):
     values = _strings(rng, int(rng.integers(1, 60)))
     page = _page(values)
     for buf, slack in ((np.frombuffer(page, np.uint8), 0), (np.frombuffer(page + b"\xff" * 9, np.uint8), 9)):
-        low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf) - slack, len(values))
+        low, low_len, high, high_len, total, status = pk.plain_bytes(buf, 0, len(buf) - slack, len(values))
         assert status == 0 and total == sum(map(len, values))
         assert bytes(buf[low:low + low_len]) == min(values)
         assert bytes(buf[high:high + high_len]) == max(values)
@@ -229,9 +229,9 @@ def test_ranked_entries_against_python_order(seed):
     rng = np.random.default_rng(seed)
     values = _strings(rng, int(rng.integers(0, 200)))
     buf = np.frombuffer(_page(values), np.uint8)
-    starts, lengths, status = k.entry_spans(buf, len(values))
+    starts, lengths, status = pk.entry_spans(buf, len(values))
     assert status == 0
-    order = k.ranked_entries(buf, starts, lengths)
+    order = pk.ranked_entries(buf, starts, lengths)
     assert order.tolist() == sorted(range(len(values)), key=lambda i: values[i])
 
 
@@ -239,7 +239,7 @@ def test_plain_bytes_ties_on_eight_bytes():
     values = [b"abcdefgh\x80", b"abcdefgh", b"abcdefgh\x7f\xff", b"abcdefgh\x80\x00", b"abcdefg", b"abcdefgh\x00"]
     for order in (values, values[::-1]):
         buf = np.frombuffer(_page(order), np.uint8)
-        low, low_len, high, high_len, _, status = k.plain_bytes(buf, 0, len(buf), len(order))
+        low, low_len, high, high_len, _, status = pk.plain_bytes(buf, 0, len(buf), len(order))
         assert status == 0
         assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (b"abcdefg", b"abcdefgh\x80\x00")
 
@@ -250,7 +250,7 @@ def test_plain_bytes_refuses_values_past_the_end(seed):
     page = _page(values)
     for cut in range(len(page)):
         buf = np.frombuffer(page + b"\x01" * 16, np.uint8)  # bytes after the end: not the page's
-        assert k.plain_bytes(buf, 0, cut, len(values))[-1] == k.BAD, cut
+        assert pk.plain_bytes(buf, 0, cut, len(values))[-1] == pk.BAD, cut
 
 
 @pytest.mark.parametrize("width", range(1, 33))
@@ -267,10 +267,10 @@ def test_index_kernels_read_a_stream_to_its_last_byte(width):
             held[where] = 1 << (width - 1)
         buf = np.frombuffer(bytes([width]) + _rle(0, 5, width) + _bit_packed(held, width), np.uint8)
         statuses = _three(buf, 69, size)
-        assert statuses == ([0] * 4 if where is None else [k.BAD] * 4), where
+        assert statuses == ([0] * 4 if where is None else [hk.BAD] * 4), where
     buf = np.frombuffer(bytes([width]) + _rle(0, 5, width) + _bit_packed(values, width), np.uint8)
     rank = rng.permutation(size).astype(np.int64)
-    low, high, total, status = k.index_ranks(buf, 0, len(buf), 69, rank, np.zeros(0, np.int64))
+    low, high, total, status = hk.index_ranks(buf, 0, len(buf), 69, rank, np.zeros(0, np.int64))
     assert status == 0 and (low, high) == (rank[values + [0]].min(), rank[values + [0]].max())
 
 
@@ -282,7 +282,7 @@ def test_plain_bytes_when_all_tie_on_eight_bytes(seed):
     values = [stem + bytes(rng.choice([0, 1, 0x7F, 0x80, 0xFF], int(rng.integers(0, 4))).astype(np.uint8))
               for _ in range(int(rng.integers(2, 30)))]
     buf = np.frombuffer(_page(values), np.uint8)
-    low, low_len, high, high_len, total, status = k.plain_bytes(buf, 0, len(buf), len(values))
+    low, low_len, high, high_len, total, status = pk.plain_bytes(buf, 0, len(buf), len(values))
     assert status == 0 and total == sum(map(len, values))
     assert (bytes(buf[low:low + low_len]), bytes(buf[high:high + high_len])) == (min(values), max(values))
 
@@ -296,7 +296,7 @@ def test_plain_integers_against_numpy(dtype):
         numbers[rng.integers(0, n)] = info.max if n % 2 else info.min
         unaligned = np.frombuffer(b"x" + numbers.tobytes(), np.uint8)[1:].view(dtype)  # as pages lie
         for held in (numbers, unaligned):
-            low, high = k.plain_integers(held)
+            low, high = pk.plain_integers(held)
             assert (int(low), int(high)) == (int(numbers.min()), int(numbers.max()))
 
 
@@ -317,18 +317,18 @@ def test_index_values_every_entry_type_at_any_alignment(dtype):
     buf = np.frombuffer(bytes([9]) + _stream(indices, 9, rng), np.uint8)
     unaligned = np.frombuffer(b"x" + entries.tobytes(), np.uint8)[1:].view(dtype)
     for held in (entries, unaligned):
-        low, high, nan, status = k.index_values(buf, 0, len(buf), len(indices), held)
+        low, high, nan, status = hk.index_values(buf, 0, len(buf), len(indices), held)
         assert (status, nan) == (0, False)
         assert (low, high) == (entries[indices].min(), entries[indices].max())
         assert type(low) is (float if dtype[1] == "f" else int)
-    assert k.index_values(buf, 0, len(buf) - 1, len(indices), unaligned)[-1] == k.BAD
+    assert hk.index_values(buf, 0, len(buf) - 1, len(indices), unaligned)[-1] == hk.BAD
 
 
 def test_kernels_refuse_arrays_they_do_not_read():
     buf = np.frombuffer(bytes([1]) + _rle(0, 4, 1), np.uint8)
     with pytest.raises(TypeError, match="int16"):
-        k.index_values(buf, 0, len(buf), 4, np.zeros(2, np.int16))
+        hk.index_values(buf, 0, len(buf), 4, np.zeros(2, np.int16))
     with pytest.raises(TypeError, match="float64"):
-        k.plain_integers(np.zeros(2, np.float64))  # floats: numpy's min and max keep NaN
+        pk.plain_integers(np.zeros(2, np.float64))  # floats: numpy's min and max keep NaN
     with pytest.raises(ValueError):
-        k.index_ranks(buf, 0, len(buf), 4, np.arange(3, dtype=np.int64), np.ones(2, np.int64))
+        hk.index_ranks(buf, 0, len(buf), 4, np.arange(3, dtype=np.int64), np.ones(2, np.int64))
