@@ -21,6 +21,9 @@ from pageindex.job import catalog, lake
 # Spark's own setting and default for its listing jobs (InMemoryFileIndex): at most this many tasks.
 PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 DEFAULT_PARALLELISM = "10000"
+# Listing tasks per core: a Python task costs some 0.1 s to start, more than listing a directory of
+# a thousand files, so ten thousand directories are listed in a few tasks per core, not one each.
+TASKS_PER_CORE = 4
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ def _spread(spark: Any, work: list[Work], in_place: bool) -> Spread:
 
     # On the executors' disks, not in memory: ten million files do not fit a small heap, and
     # listing them twice would ask the store twice.
-    listed = (sc.parallelize(numbered, max(1, min(len(numbered), parallelism))).mapPartitions(_list_each)
+    tasks = min(len(numbered), parallelism, TASKS_PER_CORE * max(1, sc.defaultParallelism))
+    listed = (sc.parallelize(numbered, max(1, tasks)).mapPartitions(_list_each)
               .persist(StorageLevel.DISK_ONLY))
     try:
         small = listed.filter(lambda x: x[0] != "file").collect()  # per match: where, sums, errors
