@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
+from pageindex.io.discovery import InputFile
 from pageindex.job import parts
 from pageindex.job.process import JobOptions, output_url, process_task
 from pageindex.job.report import Tally, tally, write_report
@@ -167,15 +168,23 @@ def _process(sc: Any, classified: Any, plan: Plan, target: int, files: int, nbyt
     return total
 
 
+def processed(task: list[InputFile], options: JobOptions, done: Any, done_bytes: Any
+              ) -> tuple[dict[str, tuple[InputFile, str | None]], list[dict[str, Any]]]:
+    """One task's files processed, each record counted in the progress accumulators as it comes
+    (its bytes as listed: what the total counts); the (file, output) pairs by URL, and the records."""
+    targets = {f.url: (f, output_url(f, options)) for f in task}
+    records = []
+    for record in process_task(list(targets.values()), options):
+        records.append(record)
+        done.add(1)
+        done_bytes.add(targets[record["path"]][0].size if record["path"] in targets else 0)
+    return targets, records
+
+
 def _run_task(plan: Plan, done: Any, done_bytes: Any) -> Callable[[int, Iterable], Iterator[Tally]]:
     def run(index: int, items: Iterable) -> Iterator[Tally]:
         for _, task in items:
-            targets = {f.url: (f, output_url(f, plan.options)) for f in task}
-            records = []
-            for record in process_task(list(targets.values()), plan.options):
-                records.append(record)
-                done.add(1)
-                done_bytes.add(targets[record["path"]][0].size if record["path"] in targets else 0)
+            targets, records = processed(task, plan.options, done, done_bytes)
             entries = [decided_entry(*targets[r["path"]], r, plan.key, plan.started) for r in records
                        if r["path"] in targets and r["status"] != Status.UNCHANGED]
             _write_parts(plan, "task", index, records, entries)

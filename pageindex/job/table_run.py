@@ -16,8 +16,8 @@ from pageindex.io.discovery import InputFile
 from pageindex.io.storage import storage_errors
 from pageindex.job import lake, parts
 from pageindex.job.config import JobConfig
-from pageindex.job.pipeline import Watch
-from pageindex.job.process import JobOptions, output_url, process_task
+from pageindex.job.pipeline import Watch, processed
+from pageindex.job.process import JobOptions
 from pageindex.job.report import Tally, write_report
 from pageindex.job.tasks import pack
 
@@ -153,12 +153,7 @@ def task_records(sc: Any, files: list[InputFile], options: JobOptions, target: i
 def _run_tasks(options: JobOptions, done: Any, done_bytes: Any) -> Callable[[Iterable], Iterator[dict[str, Any]]]:
     def run_tasks(tasks: Iterable[list[InputFile]]) -> Iterator[dict[str, Any]]:
         for task in tasks:
-            out, sizes = [], {f.url: f.size for f in task}  # as listed: what the total counts
-            for record in process_task([(f, output_url(f, options)) for f in task], options):
-                out.append(record)
-                done.add(1)
-                done_bytes.add(sizes.get(record["path"], 0))
-            yield from sorted(out, key=lambda r: r["path"])
+            yield from sorted(processed(task, options, done, done_bytes)[1], key=lambda r: r["path"])
     return run_tasks
 
 
