@@ -27,8 +27,9 @@ TEST_WORKERS     ?= 2
 TEST_MAX_WORKERS ?= 4
 PYTEST_WORKERS   := -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) --dist loadgroup
 
+# --durations: CI's log names the slowest tests, where its 40 minutes go.
 test: env
-	$(PY) -m pytest -q $(PYTEST_WORKERS) tests
+	$(PY) -m pytest -q --durations=40 $(PYTEST_WORKERS) tests
 
 # The unit layer: no Spark, no S3 server, no fuzzing, nothing slow (markers in pyproject.toml).
 test-fast: env

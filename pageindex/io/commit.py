@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import functools
 import hashlib
 import os
@@ -15,8 +16,9 @@ import stat
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from enum import Enum
-from typing import Any
+from typing import Any, Iterator
 
 import fsspec
 
@@ -189,13 +191,14 @@ class _LocalCommit(PendingCommit):
             if self.in_place:
                 # The replacement keeps the original's permissions, not the umask's.
                 os.chmod(self.tmp, stat.S_IMODE(os.stat(self.source.path).st_mode))
-            # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
-            check_unchanged(self.source)
-            _drop_stale_checksum(self.dst)
-            with temporaries.held():  # swapped in and forgotten, or neither
-                if not (self.in_place and self._swap_in()):
-                    os.replace(self.tmp, self.dst)
-                temporaries.forget(self.tmp)
+            with _commit_lock(self.dst if self.in_place else None):
+                # Also when writing elsewhere: the index must describe the prefix bytes that were copied.
+                check_unchanged(self.source)
+                _drop_stale_checksum(self.dst)
+                with temporaries.held():  # swapped in and forgotten, or neither
+                    if not (self.in_place and self._swap_in()):
+                        os.replace(self.tmp, self.dst)
+                    temporaries.forget(self.tmp)
             _fsync_dir(self.parent)
             return written
         except BaseException:
@@ -230,6 +233,53 @@ class _LocalCommit(PendingCommit):
             os.unlink(self.tmp)
         temporaries.forget(self.tmp)
         _remove_dirs(self.created_dirs)
+
+
+# How long an in-place commit waits for another's lock on the same file: theirs holds it for
+# a check, an exchange and an unlink, so a longer wait means a stranger holds it.
+LOCK_WAIT_SECONDS = 30.0
+
+
+@contextmanager
+def _commit_lock(path: str | None) -> Iterator[None]:
+    """An exclusive flock on the file an in-place commit replaces, so that pageindex writers on
+    this machine check, exchange and look in turn. Interleaved, three writers' exchanges can
+    leave finished files under temporary names that no one removes. A writer on another host or
+    a foreign one is still caught by the version checks; where the filesystem has no flock the
+    commit goes on without it."""
+    if path is None:
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield  # gone: check_unchanged refuses
+        return
+    try:
+        _flock(fd, path)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _flock(fd: int, path: str) -> None:
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise ConcurrentModificationError(
+                    f"another process has held a lock on the file for {LOCK_WAIT_SECONDS:.0f} s; "
+                    "not overwritten", path=path) from None
+            time.sleep(pause)  # a lock that is busy: no event to wait on
+            pause = min(pause * 2, 0.05)
+        except OSError as err:
+            if err.errno in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                return  # no flock here (some network filesystems): the version checks remain
+            raise
 
 
 def begin_commit(source: Source, prefix_length: int, dst: str, dst_fs: Any) -> PendingCommit:
