@@ -140,7 +140,7 @@ def plan_iceberg(name: str, in_place: bool, options: JobOptions) -> TableRun:
     snap = iceberg.snapshot(table, name)
     root = snap.location.rstrip("/")
     since, new = (None, None) if snap.snapshot_id is None else _changes(
-        root, options, lambda since: iceberg.added_since(table, since))
+        root, options, lambda since: iceberg.added_since(table, snap, since))
     files, planned, skipped = [], {}, []
     for entry in sorted(snap.files.values(), key=lambda e: e.path):
         if entry.deleted_by:

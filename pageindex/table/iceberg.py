@@ -40,11 +40,21 @@ class DataEntry:
 
 
 @dataclass(frozen=True)
+class Manifest:
+    """One manifest of a snapshot: the files it holds live (added or existing)."""
+
+    path: str
+    data: bool  # data files; else delete files
+    live: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Snapshot:
     name: str
     snapshot_id: int | None  # None: the table has no snapshot yet
     location: str
     files: dict[str, DataEntry]
+    manifests: tuple[Manifest, ...] = ()  # what added_since compares with an earlier snapshot
 
 
 def load_table(name: str) -> Any:
@@ -77,48 +87,47 @@ def snapshot(table: Any, name: str) -> Snapshot:
     current = table.current_snapshot()
     if current is None:
         return Snapshot(name, None, table.location(), {})
-    data, deletes = [], []
+    data, deletes, manifests = [], [], []
     for manifest in current.manifests(table.io):
         entries = manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-        (data if manifest.content == ManifestContent.DATA else deletes).extend(entries)
+        is_data = manifest.content == ManifestContent.DATA
+        (data if is_data else deletes).extend(entries)
+        manifests.append(Manifest(manifest.manifest_path, is_data, frozenset(e.data_file.file_path for e in entries)))
     files = {e.data_file.file_path: DataEntry(e.data_file, e.sequence_number, _applying_delete(e, deletes))
              for e in data}
-    return Snapshot(name, current.snapshot_id, table.location(), files)
+    return Snapshot(name, current.snapshot_id, table.location(), files, tuple(manifests))
 
 
-def added_since(table: Any, since: int) -> set[str] | None:
-    """The paths of the current snapshot's data files that snapshot `since` did not have, from
-    manifests only (those the two share are not read: a manifest's live entries are live in every
-    snapshot listing it); None when every file is to be opened: `since` expired, not an ancestor
-    of the current snapshot (the table rolled back or replaced), one of its manifests gone, or
-    one of its delete files removed since (a file that delete kept out may be indexable now)."""
+def added_since(table: Any, now: Snapshot, since: int) -> set[str] | None:
+    """The paths of the data files of `now` (the table's snapshot, as `snapshot` read it) that
+    snapshot `since` did not have, from manifests only: of `since`, those `now` does not share
+    (a manifest's live entries are live in every snapshot listing it). None when every file is
+    to be opened: `since` expired, not an ancestor of `now` (the table rolled back or replaced),
+    one of its manifests gone, or one of its delete files removed since (a file that delete kept
+    out may be indexable now)."""
+    from pyiceberg.manifest import ManifestContent
     from pyiceberg.table.snapshots import ancestors_of
 
-    current = table.current_snapshot()
+    current = table.snapshot_by_id(now.snapshot_id) if now.snapshot_id is not None else None
     then = table.snapshot_by_id(since)
     if current is None or then is None or all(s.snapshot_id != since for s in ancestors_of(current, table.metadata)):
         return None
+    now_paths = {m.path for m in now.manifests}
+    then_data: set[str] = set()
+    then_deletes: set[str] = set()
     try:
-        then_manifests, now_manifests = then.manifests(table.io), current.manifests(table.io)
-        shared = {m.manifest_path for m in then_manifests} & {m.manifest_path for m in now_manifests}
-        then_data, then_deletes = _live_paths(table.io, then_manifests, shared)
-        now_data, now_deletes = _live_paths(table.io, now_manifests, shared)
+        then_manifests = then.manifests(table.io)
+        for manifest in then_manifests:
+            if manifest.manifest_path not in now_paths:
+                paths = {e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)}
+                (then_data if manifest.content == ManifestContent.DATA else then_deletes).update(paths)
     except FileNotFoundError:
         return None
+    then_paths = {m.manifest_path for m in then_manifests}
+    new = [m for m in now.manifests if m.path not in then_paths]
+    now_data = set().union(*(m.live for m in new if m.data))
+    now_deletes = set().union(*(m.live for m in new if not m.data))
     return None if then_deletes - now_deletes else now_data - then_data
-
-
-def _live_paths(io: Any, manifests: list[Any], shared: set[str]) -> tuple[set[str], set[str]]:
-    """The data and the delete files the manifests not in `shared` hold live (added or existing)."""
-    from pyiceberg.manifest import ManifestContent
-
-    data: set[str] = set()
-    deletes: set[str] = set()
-    for manifest in manifests:
-        if manifest.manifest_path not in shared:
-            paths = {e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=True)}
-            (data if manifest.content == ManifestContent.DATA else deletes).update(paths)
-    return data, deletes
 
 
 def _applying_delete(entry: Any, deletes: list[Any]) -> str | None:

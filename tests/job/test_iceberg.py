@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections import Counter
 from types import SimpleNamespace
 from urllib.parse import unquote
 
@@ -265,6 +266,8 @@ def test_rerun_of_a_table_its_writer_indexed_opens_only_the_appended_files(s3_se
         plain = appended - indexed_appended
         assert len(indexed_appended) == 3 and plain
         expected = rows()
+        now = load().current_snapshot()
+        manifests = {now.manifest_list} | {m.manifest_path for m in now.manifests(load().io)}
         proxy.reset()
         second = _job_steps(options)
         assert _data_reads(proxy) == appended
@@ -273,6 +276,9 @@ def test_rerun_of_a_table_its_writer_indexed_opens_only_the_appended_files(s3_se
         for path in earlier:
             assert second[path]["status"] == Status.UNCHANGED and second[path]["bytes_read"] == 0
             assert second[path]["reason"] == lake.SEEN.format(version=f"snapshot {planned_from}")
+        reads = Counter(f"s3:/{unquote(r.path)}" for r in proxy.log if r.operation == "GetObject")
+        counts = {reads[name] for name in manifests}  # as many requests each: none is read again
+        assert len(counts) == 1 and 0 not in counts, counts
         assert {second[p]["status"] for p in indexed_appended} == {Status.ALREADY_INDEXED}
         assert {second[p]["status"] for p in plain} == {Status.INDEXED}
         assert rows() == expected
