@@ -44,7 +44,7 @@ class Discovery:
     table_formats: tuple[tuple[str, str], ...]  # (input, "delta" | "iceberg" | "hudi")
 
 
-def _with_protocol(fs: Any, path: str, like: str) -> str:
+def with_protocol(fs: Any, path: str, like: str) -> str:
     return _protocol_of(like) + path
 
 
@@ -245,10 +245,10 @@ def listed_version(fs: Any, name: str, info: dict) -> str | None:
 
 def table_format(fs: Any, path: str) -> str | None:
     """The table format whose root is `path` or one of its ancestors, if any."""
-    return _table_formats([(path, fs, path)])[0]
+    return table_formats([(path, fs, path)])[0]
 
 
-def _table_formats(starts: list[tuple[str, Any, str]]) -> list[str | None]:
+def table_formats(starts: list[tuple[str, Any, str]]) -> list[str | None]:
     """table_format of each (input, fs, directory), each directory checked once however many
     starts lie below it (a glob's thousand partitions share their ancestors), a level at a time,
     the directories of one level at once: the same checks whatever the threads' timing. An
@@ -296,7 +296,7 @@ def input_root(raw: str, storage_options: dict[str, Any] | None = None) -> str:
     fs, path = resolve(raw, storage_options=storage_options or {})
     if isinstance(fs, LocalFileSystem):
         path = tidy_local(path)
-    return _with_protocol(fs, glob_root(path) if any(c in path for c in "*?[") else path, raw)
+    return with_protocol(fs, glob_root(path) if any(c in path for c in "*?[") else path, raw)
 
 
 # Listings in flight at once on the driver: an object store answers each request after a
@@ -343,7 +343,28 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
     and their globs' matches listed LISTING_THREADS at once on an object store: the same
     requests and the same result as one by one (the Spark job lists an object store's matches
     on its executors instead: pageindex.job.spread)."""
-    storage_options = storage_options or {}
+    resolved = resolved_inputs(inputs, storage_options or {})
+    local = all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved)  # a disk, not a store's latency
+    threads = 1 if local else LISTING_THREADS
+    matched = matched_inputs(resolved, missing_ok, threads)
+    work = [(raw, fs, match, root) for (raw, fs, _), (matches, root) in zip(resolved, matched) if matches
+            for match in matches]
+    listed = each(functools.partial(listed_match, missing_ok, follow_links), work, threads)
+    kinds = iter(_guarded_formats(work, listed))
+    out: dict[str, tuple[list[InputFile], list[tuple[str, str]]] | None] = {}
+    for (raw, fs, match, _), got, kind in zip(work, listed, kinds):
+        if got is None or out.get(raw, 0) is None:
+            out[raw] = None
+            continue
+        files, formats = out.setdefault(raw, ([], []))
+        files += got[0]
+        formats += [(raw, kind)] if kind else [(with_protocol(fs, where, raw), k) for where, k in got[1]]
+    return [None if out.get(raw) is None else _one(*out[raw]) for raw in inputs]
+
+
+def resolved_inputs(inputs: list[str], storage_options: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """Each input as (as given, its filesystem, its path), the filesystem's listing cache dropped
+    and a local path tidied; a StorageError names the input."""
     resolved = []
     for raw in inputs:
         with storage_errors("list", raw):
@@ -353,25 +374,17 @@ def discover_each(inputs: list[str], storage_options: dict[str, Any] | None = No
         if isinstance(fs, LocalFileSystem):  # `../lake` and `/abs/lake` list the same URLs
             path = tidy_local(path)
         resolved.append((raw, fs, path))
-    local = all(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved)  # a disk, not a store's latency
-    threads = 1 if local else LISTING_THREADS
-    matched = each(lambda item: _guarded(item[0], missing_ok, _matches, *item), resolved, threads)
-    work = [(raw, fs, match, root) for (raw, fs, _), (matches, root) in zip(resolved, matched) if matches
-            for match in matches]
-    listed = each(functools.partial(_listed, missing_ok, follow_links), work, threads)
-    kinds = iter(_guarded_formats(work, listed))
-    out: dict[str, tuple[list[InputFile], list[tuple[str, str]]] | None] = {}
-    for (raw, fs, match, _), got, kind in zip(work, listed, kinds):
-        if got is None or out.get(raw, 0) is None:
-            out[raw] = None
-            continue
-        files, formats = out.setdefault(raw, ([], []))
-        files += got[0]
-        formats += [(raw, kind)] if kind else [(_with_protocol(fs, where, raw), k) for where, k in got[1]]
-    return [None if out.get(raw) is None else _one(*out[raw]) for raw in inputs]
+    return resolved
 
 
-def _listed(missing_ok: bool, follow_links: bool, item: tuple[str, Any, str, str | None]
+def matched_inputs(resolved: list[tuple[str, Any, str]], missing_ok: bool, threads: int
+                   ) -> list[tuple[list[str], str | None] | None]:
+    """What each resolved input names, `threads` at once: its glob's matches (or itself) and the
+    glob's base; None for a missing input when allowed."""
+    return each(lambda item: _guarded(item[0], missing_ok, _matches, *item), resolved, threads)
+
+
+def listed_match(missing_ok: bool, follow_links: bool, item: tuple[str, Any, str, str | None]
             ) -> tuple[list[InputFile], list[tuple[str, str]], str] | None:
     return _guarded(item[0], missing_ok, _listing, *item, follow_links)
 
@@ -397,7 +410,7 @@ def _guarded(raw: str, missing_ok: bool, fn: Callable[..., R], *args: Any) -> R 
 
 def _guarded_formats(work: list[tuple[str, Any, str, str | None]], listed: list[Any]) -> list[str | None]:
     """The table format above each listed match (None for the rest)."""
-    kinds = iter(_table_formats([(raw, fs, got[2]) for (raw, fs, _, _), got in zip(work, listed)
+    kinds = iter(table_formats([(raw, fs, got[2]) for (raw, fs, _, _), got in zip(work, listed)
                                  if got is not None]))
     return [next(kinds) if got is not None else None for got in listed]
 
@@ -448,7 +461,7 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None, follow_links: 
         if not fs.isdir(path):
             info = fs.info(path)
             relative = path[len(glob_base):].strip("/") if glob_base else posixpath.basename(path)
-            return [InputFile(_with_protocol(fs, path, like), int(info["size"]), relative,
+            return [InputFile(with_protocol(fs, path, like), int(info["size"]), relative,
                               listed_version(fs, path, info))], []
         entries = find(fs, path, confine)
     except FileNotFoundError:
@@ -457,6 +470,6 @@ def _expand(fs: Any, path: str, like: str, glob_base: str | None, follow_links: 
     out = []
     for name, info in _visible(entries, path).items():
         relative = name[len(base):] if name.startswith(base) else posixpath.basename(name)
-        out.append(InputFile(_with_protocol(fs, name, like), int(info["size"]), relative,
+        out.append(InputFile(with_protocol(fs, name, like), int(info["size"]), relative,
                              listed_version(fs, name, info)))
     return out, _formats_below(path.rstrip("/"), list(entries))

@@ -15,7 +15,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pageindex.errors import PageIndexError, UsageError
 from pageindex.io import discovery
 from pageindex.io.discovery import InputFile
-from pageindex.io.storage import resolve, storage_errors
+from pageindex.io.storage import resolve
 from pageindex.job import catalog, lake
 
 # Spark's own setting and default for its listing jobs (InMemoryFileIndex): at most this many tasks.
@@ -60,8 +60,7 @@ def list_inputs(spark: Any, inputs: list[str], storage_options: dict[str, Any], 
     resolved = _resolved(inputs, storage_options)
     if resolved is None:
         return None
-    matched = discovery.each(lambda item: discovery._guarded(item[0], False, discovery._matches, *item),
-                             resolved, discovery.LISTING_THREADS)
+    matched = discovery.matched_inputs(resolved, False, discovery.LISTING_THREADS)
     work = [Work(raw, fs, match, root) for (raw, fs, _), (matches, root) in zip(resolved, matched)
             for match in matches]
     return _spread(spark, work, in_place)
@@ -88,15 +87,9 @@ def list_table(spark: Any, table: catalog.CatalogTable, storage_options: dict[st
 
 
 def _resolved(inputs: list[str], storage_options: dict[str, Any]) -> list[tuple[str, Any, str]] | None:
-    resolved = []
-    for raw in inputs:
-        with storage_errors("list", raw):
-            fs, path = resolve(raw, storage_options=storage_options)
-            fs.invalidate_cache()
-        if isinstance(fs, LocalFileSystem):
-            return None
-        resolved.append((raw, fs, path))
-    return resolved
+    """discovery.resolved_inputs, or None when one of them is on a local disk (the driver's)."""
+    resolved = discovery.resolved_inputs(inputs, storage_options)
+    return None if any(isinstance(fs, LocalFileSystem) for _, fs, _ in resolved) else resolved
 
 
 def _spread(spark: Any, work: list[Work], in_place: bool) -> Spread:
@@ -157,7 +150,7 @@ def _list_each(items: Iterable[tuple[int, Work]]) -> Iterator[tuple[str, Any]]:
     for i, work in items:
         try:
             # An object store has no links to follow: follow_links changes nothing here.
-            got = discovery._listed(work.missing_ok, False, (work.raw, work.fs, work.match, work.root))
+            got = discovery.listed_match(work.missing_ok, False, (work.raw, work.fs, work.match, work.root))
         except PageIndexError as err:
             yield "error", (i, err)
             continue
@@ -171,7 +164,7 @@ def _list_each(items: Iterable[tuple[int, Work]]) -> Iterator[tuple[str, Any]]:
                 f = InputFile(f.url, f.size, posixpath.join(work.prefix, f.relative), f.version)
             count, nbytes = count + 1, nbytes + f.size
             yield "file", f
-        yield "where", (i, (start, [(discovery._with_protocol(work.fs, where, work.raw), kind)
+        yield "where", (i, (start, [(discovery.with_protocol(work.fs, where, work.raw), kind)
                                     for where, kind in below]), count, nbytes)
 
 
@@ -180,7 +173,7 @@ def _check_formats(work: list[Work], wheres: list[tuple[int, tuple]], in_place: 
     match made on the driver, each directory once, as discovery makes them)."""
     starts = [(work[i].raw, work[i].fs, start) for i, (start, _) in wheres]
     formats = []
-    for (raw, _, _), kind, (_, (_, below)) in zip(starts, discovery._table_formats(starts), wheres):
+    for (raw, _, _), kind, (_, (_, below)) in zip(starts, discovery.table_formats(starts), wheres):
         formats += [(raw, kind)] if kind else below
     if formats:
         raise UsageError(lake.refusal(*formats[0], in_place=in_place))
