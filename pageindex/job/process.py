@@ -5,7 +5,6 @@ Never raises for a bad file: every outcome, including internal errors, becomes a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import logging
 import os
@@ -30,10 +29,10 @@ from pageindex.format.footer import DEFAULT_MAX_PAGE_BYTES
 from pageindex.format.opened import OpenAhead
 from pageindex.index.bloom.options import NONE, BloomOptions, bloom_options
 from pageindex.index.bloom.sbbf import DEFAULT_FPP, DEFAULT_MAX_BYTES
-from pageindex.io.commit import temp_name
 from pageindex.io.prefix_copy import COPY_BLOCK, NO_KERNEL_COPY
 from pageindex.io.discovery import InputFile
 from pageindex.io.storage import resolve
+from pageindex.io.whole_file import whole_file
 from pageindex.job.tasks import parse_size
 from pageindex.retrofit import Status, retrofit, scan_path
 from pageindex.shutdown import stops_cleanly
@@ -359,19 +358,12 @@ def copy_file(src_url: str, dst_url: str, storage_options: dict[str, Any]) -> No
 def _copy_local(src: str, dst: str) -> None:
     """Copy into a temporary renamed over `dst`, so no reader sees half a file. copy_file_range
     lets the filesystem share the blocks (XFS, btrfs reflinks) or copy server-side (NFS)."""
-    tmp = temp_name(dst)
-    try:
-        with open(src, "rb") as reader, open(tmp, "wb") as writer:
-            if not _copied_in_kernel(reader.fileno(), writer.fileno(), os.fstat(reader.fileno()).st_size):
-                reader.seek(0)
-                writer.seek(0)
-                writer.truncate()
-                shutil.copyfileobj(reader, writer, COPY_BLOCK)
-        os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with open(src, "rb") as reader, whole_file(LocalFileSystem(), dst) as writer:
+        if not _copied_in_kernel(reader.fileno(), writer.fileno(), os.fstat(reader.fileno()).st_size):
+            reader.seek(0)
+            writer.seek(0)
+            writer.truncate()
+            shutil.copyfileobj(reader, writer, COPY_BLOCK)
 
 
 def _copied_in_kernel(src: int, dst: int, size: int) -> bool:

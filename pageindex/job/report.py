@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from pageindex.errors import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE
 from pageindex.index.skipping import REMEDY, skipping_advice
 from pageindex.io.storage import resolve
+from pageindex.io.whole_file import whole_file
 from pageindex.retrofit import Status
 from pageindex.scan.compiled import ARROW
 
@@ -121,17 +122,17 @@ def report_table(records: Iterable[dict[str, Any]]) -> pa.Table:
 
 def write_report(records: Iterable[dict[str, Any]], url: str, storage_options: dict[str, Any]) -> None:
     """Parquet (REPORT_SCHEMA) when the path ends in .parquet, JSON lines (the records) otherwise;
-    written as `records` are read, a batch of REPORT_BATCH_ROWS at a time."""
+    written as `records` are read, a batch of REPORT_BATCH_ROWS at a time, and appearing whole."""
     fs, path = resolve(url, storage_options=storage_options)
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
     if parent and not fs.exists(parent):
         fs.makedirs(parent, exist_ok=True)
     if path.endswith(".parquet"):
-        with fs.open(path, "wb") as out, pq.ParquetWriter(out, REPORT_SCHEMA) as writer:
+        with whole_file(fs, path) as out, pq.ParquetWriter(out, REPORT_SCHEMA) as writer:
             for batch in report_batches(records):
                 writer.write_batch(batch)
         return
-    with fs.open(path, "w") as out:
+    with whole_file(fs, path, text=True) as out:
         for r in records:
             out.write(_to_json(r) + "\n")
 
@@ -173,7 +174,7 @@ def write_summary_json(document: dict[str, Any], url: str, storage_options: dict
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
     if parent and not fs.exists(parent):
         fs.makedirs(parent, exist_ok=True)
-    with fs.open(path, "w") as out:
+    with whole_file(fs, path, text=True) as out:
         out.write(json.dumps(document, sort_keys=True) + "\n")
 
 

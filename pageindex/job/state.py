@@ -7,7 +7,6 @@ match a record of a settled outcome; anything else, an unreadable state included
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import logging
 import os
@@ -21,9 +20,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pageindex.errors import PageIndexError
 from pageindex.index.marker import options_key
-from pageindex.io.commit import temp_name
 from pageindex.io.discovery import InputFile, canonical_local, input_root
 from pageindex.io.storage import resolve, storage_errors
+from pageindex.io.whole_file import whole_file
 from pageindex.job import parts
 from pageindex.job.process import JobOptions, failed_record
 from pageindex.retrofit import Status
@@ -171,25 +170,12 @@ def state_table(entries: Iterable[Entry]) -> pa.Table:
 def write_state(entries: Iterable[Entry], url: str, storage_options: dict[str, Any]) -> None:
     """Replace the state at `url` atomically: a local file through a temporary renamed over it, an
     object with one upload (it appears whole or not at all)."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(state_table(entries), sink, compression="zstd")
-    data = sink.getvalue().to_pybytes()
     with storage_errors("write the state", url):
         fs, path = resolve(url, storage_options=storage_options)
-        if not isinstance(fs, LocalFileSystem):
-            fs.pipe_file(path, data)
-            return
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = temp_name(path)
-        try:
-            with open(tmp, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        if isinstance(fs, LocalFileSystem):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with whole_file(fs, path) as out:
+            pq.write_table(state_table(entries), out, compression="zstd")
 
 
 class RunState:

@@ -177,3 +177,16 @@ def test_summary_without_a_report_names_none():
     records = [failed_record(InputFile("/d/x.parquet", 10, "x.parquet"), None, "bad magic")]
     assert "report" not in summary(records, 0.5)
     assert summary(records, 0.5, report="s3://b/r.parquet").splitlines()[-1] == "  report           s3://b/r.parquet"
+
+
+@pytest.mark.parametrize("name", ["part-1.parquet", "part-1.jsonl"])
+def test_a_report_stopped_midway_leaves_no_part(tmp_path, name):
+    """A task stopped while writing its report part (the job's SIGTERM) leaves none: an empty
+    or half part would make the whole folder unreadable."""
+    def records():
+        yield {"path": "a", "status": "indexed"}
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        write_report(records(), str(tmp_path / name), {})
+    assert list(tmp_path.iterdir()) == []
