@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml setup.py $(KERNELS) | $(PY)
 
 # Test workers (pytest-xdist): TEST_WORKERS=auto is one per CPU, at most TEST_MAX_WORKERS (each
 # worker imports everything and may start a Spark JVM); TEST_WORKERS=0 runs in this process.
-# loadgroup keeps a module, and all Spark-session tests, on one worker (tests/conftest.py).
+# loadgroup keeps the tests that share a module fixture on one worker (tests/conftest.py).
 TEST_WORKERS     ?= 2
 TEST_MAX_WORKERS ?= 4
 PYTEST_WORKERS   := -n $(TEST_WORKERS) --maxprocesses $(TEST_MAX_WORKERS) --dist loadgroup

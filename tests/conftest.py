@@ -35,27 +35,45 @@ from tests.helpers.spark import column_index_violations, scan_output_rows  # noq
 FIXTURE_MARKERS = {"spark": "spark", "s3_server": "s3"}
 
 
-# Under `--dist loadgroup` (make test) a worker runs whole groups: every test of a module shares
-# its module's group, so module fixtures are built once; every test of the Spark session shares one
-# group, so one worker starts the JVM instead of each.
-SPARK_GROUP = "spark-session"
-
-
-def xdist_group(item: pytest.Item) -> str:
-    if "spark" in getattr(item, "fixturenames", ()):
-        return SPARK_GROUP
-    return item.nodeid.split("::", 1)[0]
+# Under `--dist loadgroup` (make test) the tests of a module that share a module-scoped fixture (a
+# wheel, a virtualenv, a cluster) are one group, so one worker builds it once; every other test
+# goes to whichever worker is free. xdist sends the groups first, largest first, so the single
+# tests even out the end. (On a worker, xdist says "loadgroup" in its own option, not in --dist.)
+def xdist_group(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
+    return item.nodeid.split("::", 1)[0] if scopes & {"module", "class"} else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m, and before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    grouped = config.getoption("dist", default="no") == "loadgroup"
+    grouped = config.getoption("dist", default="no") == "loadgroup" or getattr(config.option, "loadgroup", False)
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
-        if grouped:
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        group = xdist_group(item) if grouped else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# Seconds of test per worker, those marked spark apart: the run lasts as long as its busiest
+# worker, and the summary says which one that was (CI's 40 minutes).
+_WORKER_SECONDS: dict[tuple[str, bool], float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)  # set by pytest-xdist on the controller
+    if node is not None:
+        key = (node.gateway.id, "spark" in report.keywords)
+        _WORKER_SECONDS[key] = _WORKER_SECONDS.get(key, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for worker in sorted({worker for worker, _ in _WORKER_SECONDS}):
+        spark = _WORKER_SECONDS.get((worker, True), 0.0)
+        rest = _WORKER_SECONDS.get((worker, False), 0.0)
+        terminalreporter.write_line(f"{worker}: {spark + rest:.0f} s of tests, {spark:.0f} s of them marked spark")
 
 
 # ---------------------------------------------------------------- corpus
