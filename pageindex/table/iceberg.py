@@ -54,7 +54,7 @@ class Snapshot:
     snapshot_id: int | None  # None: the table has no snapshot yet
     location: str
     files: dict[str, DataEntry]
-    manifests: tuple[Manifest, ...] = ()  # what added_since compares with an earlier snapshot
+    manifests: tuple[Manifest, ...]  # what added_since compares with an earlier snapshot
 
 
 def load_table(name: str) -> Any:
@@ -86,7 +86,7 @@ def snapshot(table: Any, name: str) -> Snapshot:
 
     current = table.current_snapshot()
     if current is None:
-        return Snapshot(name, None, table.location(), {})
+        return Snapshot(name, None, table.location(), {}, ())
     data, deletes, manifests = [], [], []
     for manifest in current.manifests(table.io):
         entries = manifest.fetch_manifest_entry(table.io, discard_deleted=True)
@@ -105,22 +105,15 @@ def added_since(table: Any, now: Snapshot, since: int) -> set[str] | None:
     to be opened: `since` expired, not an ancestor of `now` (the table rolled back or replaced),
     one of its manifests gone, or one of its delete files removed since (a file that delete kept
     out may be indexable now)."""
-    from pyiceberg.manifest import ManifestContent
     from pyiceberg.table.snapshots import ancestors_of
 
     current = table.snapshot_by_id(now.snapshot_id) if now.snapshot_id is not None else None
     then = table.snapshot_by_id(since)
     if current is None or then is None or all(s.snapshot_id != since for s in ancestors_of(current, table.metadata)):
         return None
-    now_paths = {m.path for m in now.manifests}
-    then_data: set[str] = set()
-    then_deletes: set[str] = set()
     try:
         then_manifests = then.manifests(table.io)
-        for manifest in then_manifests:
-            if manifest.manifest_path not in now_paths:
-                paths = {e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)}
-                (then_data if manifest.content == ManifestContent.DATA else then_deletes).update(paths)
+        then_data, then_deletes = _live_paths(table.io, then_manifests, {m.path for m in now.manifests})
     except FileNotFoundError:
         return None
     then_paths = {m.manifest_path for m in then_manifests}
@@ -128,6 +121,19 @@ def added_since(table: Any, now: Snapshot, since: int) -> set[str] | None:
     now_data = set().union(*(m.live for m in new if m.data))
     now_deletes = set().union(*(m.live for m in new if not m.data))
     return None if then_deletes - now_deletes else now_data - then_data
+
+
+def _live_paths(io: Any, manifests: list[Any], shared: set[str]) -> tuple[set[str], set[str]]:
+    """The data and the delete files the manifests not in `shared` hold live (added or existing)."""
+    from pyiceberg.manifest import ManifestContent
+
+    data: set[str] = set()
+    deletes: set[str] = set()
+    for manifest in manifests:
+        if manifest.manifest_path not in shared:
+            paths = {e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=True)}
+            (data if manifest.content == ManifestContent.DATA else deletes).update(paths)
+    return data, deletes
 
 
 def _applying_delete(entry: Any, deletes: list[Any]) -> str | None:
