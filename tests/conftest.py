@@ -47,7 +47,7 @@ def xdist_group(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m, and before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    grouped = config.getoption("dist", default="no") == "loadgroup" or getattr(config.option, "loadgroup", False)
+    grouped = getattr(config.option, "loadgroup", False)  # set on xdist's workers, which collect
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
